@@ -1,0 +1,3 @@
+from foxhunt.cli import main
+
+raise SystemExit(main())

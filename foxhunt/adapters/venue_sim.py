@@ -1,0 +1,260 @@
+"""The simulated venue: deterministic fills against the quote stream, in event time.
+
+Used by paper trading and by backtest replay, so it must be a pure function of the commands and market
+data it is given, in order. Rules (documented here, pinned by tests):
+
+- Commands take effect `latency_ns` after the input that caused them, in market time: a command is
+  processed when market data at or after its due time arrives, against the book as it stood before that
+  data (with zero latency, at once against the current book).
+- Buy orders trade at the ask, sell orders at the bid. A marketable limit order trades at the touch,
+  which is at least as good as its limit; a resting limit order trades when the touch reaches it.
+- A stop order becomes a market order once the touch reaches its trigger (ask >= trigger for a buy,
+  bid <= trigger for a sell).
+- Where the feed publishes sizes, a fill takes at most the quoted size (rounded down to lots), and the
+  size is used up for the rest of that quote; without sizes (0), orders fill in full.
+- IOC cancels what does not fill at once; FOK fills in full at once or is canceled whole; DAY orders
+  expire at the first market data of a later UTC day; GTC rests until filled or canceled.
+- Crossed or locked quotes are ignored, like the kernel ignores them. A bar moves its own side of the
+  book (BID or ASK), or both (MID, LAST); a side never quoted takes the other side's price.
+- Commission is `fee_bps` basis points of the traded value, floor-rounded to nanos.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from decimal import Decimal
+
+import msgspec
+
+from foxhunt.core.fixed import nanos
+from foxhunt.messages.base import SCALE, Input, mul
+from foxhunt.messages.market import Bar, Instrument, PriceType, QuoteTick
+from foxhunt.messages.orders import (
+    CancelOrder,
+    OrderAccepted,
+    OrderCanceled,
+    OrderCancelRejected,
+    OrderExpired,
+    OrderFilled,
+    OrderPartiallyFilled,
+    OrderRejected,
+    OrderReplaced,
+    OrderType,
+    ReplaceOrder,
+    Side,
+    SubmitOrder,
+    TimeInForce,
+)
+from foxhunt.messages.system import VenueConnected
+
+DAY_NS = 86_400 * 1_000_000_000
+
+
+class SimVenueConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    name: str = "SIM"
+    latency_ns: int = 0
+    fee_bps: Decimal = Decimal("0.2")
+
+
+@dataclass(slots=True)
+class _Book:
+    bid: int = 0
+    ask: int = 0
+    bid_size: int = 0  # 0: size not published, fills unlimited
+    ask_size: int = 0
+
+
+@dataclass(slots=True)
+class _Working:
+    cmd: SubmitOrder
+    leaves: int
+    price: int | None
+    trigger: int | None
+    day: int
+    triggered: bool = False
+
+
+class SimVenue:
+    def __init__(self, instruments: dict[str, Instrument], config: SimVenueConfig, clock) -> None:
+        self.name = config.name
+        self.instruments = instruments
+        self.latency = config.latency_ns
+        self.fee_bps = nanos(config.fee_bps)
+        self.clock = clock  # anything with now() -> int ns: stamps ts_init of reports
+        self.books: dict[str, _Book] = {}
+        self.pending: deque[tuple[int, SubmitOrder | CancelOrder | ReplaceOrder]] = deque()
+        self.working: dict[str, _Working] = {}
+        self.now = 0
+        self._ids = 0
+        self._out: list[Input] = []
+
+    # --- port ------------------------------------------------------------------------------------
+
+    def connect(self) -> list[Input]:
+        return [VenueConnected(ts_event=self.now, ts_init=self.clock.now(), venue=self.name)]
+
+    def send(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder) -> list[Input]:
+        self._out = []
+        if self.latency:
+            self.pending.append((max(self.now, cmd.ts_event) + self.latency, cmd))
+        else:
+            self._process(cmd)
+        return self._out
+
+    def on_market(self, msg: Input) -> list[Input]:
+        self._out = []
+        ts = msg.ts_event
+        while self.pending and self.pending[0][0] <= ts:
+            self.now = max(self.now, self.pending[0][0])
+            self._process(self.pending.popleft()[1])
+        if ts > self.now:
+            if self.working and ts // DAY_NS > self.now // DAY_NS:
+                self._expire_day_orders(ts // DAY_NS)
+            self.now = ts
+        book = self._update_book(msg)
+        if book is not None and self.working:
+            for w in list(self.working.values()):
+                if w.cmd.symbol == msg.symbol:
+                    self._match(w, book)
+        return self._out
+
+    # --- commands --------------------------------------------------------------------------------
+
+    def _process(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder) -> None:
+        match cmd:
+            case SubmitOrder():
+                self._submit(cmd)
+            case CancelOrder():
+                w = self.working.pop(cmd.order_id, None)
+                if w is None:
+                    self._emit(OrderCancelRejected, cmd, reason="UNKNOWN_ORDER: not working at the venue")
+                else:
+                    self._emit(OrderCanceled, cmd, reason=cmd.reason)
+            case ReplaceOrder():
+                self._replace(cmd)
+
+    def _submit(self, cmd: SubmitOrder) -> None:
+        reason = self._invalid(cmd)
+        if reason:
+            self._emit(OrderRejected, cmd, reason=reason)
+            return
+        self._ids += 1
+        self._emit(OrderAccepted, cmd, venue_order_id=f"{self.name}-{self._ids}")
+        w = _Working(cmd, cmd.quantity, cmd.price, cmd.trigger_price, self.now // DAY_NS)
+        self.working[cmd.order_id] = w
+        book = self.books.get(cmd.symbol)
+        if book is not None:
+            self._match(w, book)
+        if cmd.order_id in self.working and cmd.time_in_force in (TimeInForce.IOC, TimeInForce.FOK):
+            del self.working[cmd.order_id]
+            self._emit(OrderCanceled, cmd, reason=f"{cmd.time_in_force.value}: not filled at once")
+
+    def _invalid(self, cmd: SubmitOrder) -> str:
+        inst = self.instruments.get(cmd.symbol)
+        if inst is None:
+            return f"UNKNOWN_SYMBOL: {cmd.symbol}"
+        if cmd.quantity <= 0 or cmd.quantity % inst.lot_size:
+            return f"INVALID_QUANTITY: {cmd.quantity} is not a positive multiple of lot {inst.lot_size}"
+        needs = {OrderType.LIMIT: cmd.price, OrderType.STOP: cmd.trigger_price}
+        if cmd.order_type in needs and needs[cmd.order_type] is None:
+            return f"MISSING_PRICE: a {cmd.order_type.value} order needs a price"
+        for price in (cmd.price, cmd.trigger_price):
+            if price is not None and (price <= 0 or price % inst.tick_size):
+                return f"INVALID_PRICE: {price} is not a positive multiple of tick {inst.tick_size}"
+        if cmd.order_type is OrderType.MARKET and cmd.symbol not in self.books:
+            return "NO_MARKET: no quote yet for a market order"
+        return ""
+
+    def _replace(self, cmd: ReplaceOrder) -> None:
+        w = self.working.get(cmd.order_id)
+        if w is None:
+            self._emit(OrderCancelRejected, cmd, reason="UNKNOWN_ORDER: not working at the venue")
+            return
+        filled = w.cmd.quantity - w.leaves
+        qty = w.cmd.quantity if cmd.quantity is None else cmd.quantity
+        inst = self.instruments[cmd.symbol]
+        price = w.price if cmd.price is None else cmd.price
+        trigger = w.trigger if cmd.trigger_price is None else cmd.trigger_price
+        if qty <= filled or qty % inst.lot_size:
+            self._emit(OrderCancelRejected, cmd, reason=f"INVALID_QUANTITY: {qty} (filled {filled})")
+            return
+        if any(p is not None and (p <= 0 or p % inst.tick_size) for p in (price, trigger)):
+            self._emit(OrderCancelRejected, cmd, reason="INVALID_PRICE: not a positive multiple of the tick")
+            return
+        w.cmd = msgspec.structs.replace(w.cmd, quantity=qty, price=price, trigger_price=trigger)
+        w.leaves, w.price, w.trigger = qty - filled, price, trigger
+        self._emit(OrderReplaced, cmd, quantity=qty, price=price, trigger_price=trigger)
+        book = self.books.get(cmd.symbol)
+        if book is not None:
+            self._match(w, book)
+
+    # --- matching --------------------------------------------------------------------------------
+
+    def _update_book(self, msg: Input) -> _Book | None:
+        match msg:
+            case QuoteTick(symbol=symbol, bid=bid, ask=ask) if 0 < bid < ask:
+                book = self.books.get(symbol) or self.books.setdefault(symbol, _Book())
+                book.bid, book.ask, book.bid_size, book.ask_size = bid, ask, msg.bid_size, msg.ask_size
+                return book
+            case Bar(symbol=symbol, close=close):
+                book = self.books.get(symbol) or self.books.setdefault(symbol, _Book())
+                if msg.price_type is not PriceType.ASK:
+                    book.bid = close
+                if msg.price_type is not PriceType.BID:
+                    book.ask = close
+                book.bid = book.bid or book.ask
+                book.ask = book.ask or book.bid
+                book.bid_size = book.ask_size = 0
+                return book
+        return None
+
+    def _match(self, w: _Working, book: _Book) -> None:
+        cmd = w.cmd
+        buy = cmd.side is Side.BUY
+        if cmd.order_type is OrderType.STOP and not w.triggered:
+            if not (book.ask >= w.trigger if buy else book.bid <= w.trigger):
+                return
+            w.triggered = True
+        touch = book.ask if buy else book.bid
+        if cmd.order_type is OrderType.LIMIT and (touch > w.price if buy else touch < w.price):
+            return
+        available = book.ask_size if buy else book.bid_size
+        qty = w.leaves
+        if available:
+            lot = self.instruments[cmd.symbol].lot_size
+            qty = min(qty, available - available % lot)
+            if qty == 0 or (cmd.time_in_force is TimeInForce.FOK and qty < w.leaves):
+                return
+            if buy:
+                book.ask_size -= qty
+            else:
+                book.bid_size -= qty
+        w.leaves -= qty
+        self._ids += 1
+        inst = self.instruments[cmd.symbol]
+        commission = mul(touch, qty) * inst.multiplier * self.fee_bps // (10_000 * SCALE)
+        kind = OrderFilled if w.leaves == 0 else OrderPartiallyFilled
+        if w.leaves == 0:
+            del self.working[cmd.order_id]
+        self._emit(
+            kind,
+            cmd,
+            side=cmd.side,
+            trade_id=f"{self.name}-T{self._ids}",
+            last_qty=qty,
+            last_price=touch,
+            leaves_qty=w.leaves,
+            commission=commission,
+        )
+
+    def _expire_day_orders(self, day: int) -> None:
+        for order_id, w in list(self.working.items()):
+            if w.cmd.time_in_force is TimeInForce.DAY and w.day < day:
+                del self.working[order_id]
+                self._emit(OrderExpired, w.cmd)
+
+    def _emit(self, kind: type, cmd: SubmitOrder | CancelOrder | ReplaceOrder, **fields: object) -> None:
+        self._out.append(
+            kind(ts_event=self.now, ts_init=self.clock.now(), order_id=cmd.order_id, symbol=cmd.symbol, **fields)
+        )

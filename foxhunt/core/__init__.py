@@ -1,0 +1,1 @@
+"""Pure, synchronous, deterministic: no I/O, no wall clock, no unseeded randomness, no async."""

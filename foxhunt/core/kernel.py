@@ -1,0 +1,291 @@
+"""The deterministic kernel: one input in, handled to quiescence, derived events and venue commands out.
+
+Live trading and replay call `Kernel.handle` with the same inputs in the same order and get the same
+bytes back. The kernel reads time only from the input it is handling, draws randomness only from
+generators seeded by the run's `RunStarted`, and names orders after the input's sequence number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from foxhunt.core.orders import Order, Orders
+from foxhunt.core.portfolio import Portfolio
+from foxhunt.core.risk import PreTradeGate
+from foxhunt.core.strategy import Strategy, StrategyContext
+from foxhunt.messages.base import Derived, Input
+from foxhunt.messages.market import Bar, Instrument, PriceType, QuoteTick, TradeTick
+from foxhunt.messages.orders import (
+    CancelOrder,
+    OrderAccepted,
+    OrderCanceled,
+    OrderCancelRejected,
+    OrderDenied,
+    OrderExpired,
+    OrderFilled,
+    OrderPartiallyFilled,
+    OrderRejected,
+    OrderReplaced,
+    OrderSubmitted,
+    ReplaceOrder,
+    SubmitOrder,
+)
+from foxhunt.messages.system import (
+    AdminCommand,
+    FeedGap,
+    MarketDataFlagged,
+    PositionChanged,
+    RunStarted,
+    RunStopped,
+    TimerFired,
+    TradingState,
+    TradingStateChanged,
+    VenueConnected,
+    VenueDisconnected,
+)
+
+# A strategy that answers every event with a new request would never let an input end.
+MAX_ROUNDS = 1000
+
+ADMIN_COMMANDS = ("halt", "reduce", "resume", "kill", "cancel")
+
+
+class Step(NamedTuple):
+    """What one input produced: events to journal, and the subset of commands to send to the venue."""
+
+    derived: Sequence[Derived]
+    commands: Sequence[SubmitOrder | CancelOrder | ReplaceOrder]
+
+
+class KernelError(Exception):
+    """An input the kernel cannot handle: a bug upstream, never a market outcome."""
+
+
+class Kernel:
+    def __init__(self, instruments: dict[str, Instrument], strategies: list[Strategy], gate: PreTradeGate):
+        self.instruments = instruments
+        self.strategies = strategies
+        self.gate = gate
+        self.orders = Orders()
+        self.portfolio = Portfolio()
+        self.state = TradingState.ACTIVE
+        self.quotes: dict[str, QuoteTick] = {}
+        self.venues_down: set[str] = set()
+        self.seed: int | None = None
+        self.requests: list[SubmitOrder | CancelOrder | ReplaceOrder] = []
+        self.contexts = {s.strategy_id: StrategyContext(self, s) for s in strategies}
+        self.seq = 0
+        self.ts_event = 0
+        self.ts_init = 0
+        self._order_counter = 0
+        self._derived: list[Derived] = []
+        self._commands: list[SubmitOrder | CancelOrder | ReplaceOrder] = []
+
+    # --- the one entry point ---------------------------------------------------------------------
+
+    def handle(self, seq: int, msg: Input) -> Step:
+        self.seq = seq
+        self.ts_event = msg.ts_event
+        self.ts_init = msg.ts_init
+        self._order_counter = 0
+        self._derived = derived = []
+        self._commands = []
+        match msg:
+            case QuoteTick():
+                self._on_quote(msg)
+            case Bar():
+                self._on_bar(msg)
+            case TradeTick():
+                for s in self.strategies:
+                    s.on_trade(msg, self.contexts[s.strategy_id])
+            case (
+                OrderAccepted() | OrderRejected() | OrderCanceled() | OrderCancelRejected() | OrderReplaced()
+                | OrderExpired()
+            ):
+                self._on_order_event(msg.order_id, msg)
+            case OrderPartiallyFilled() | OrderFilled():
+                self._on_fill(msg)
+            case RunStarted():
+                self._on_run_started(msg)
+            case TimerFired():
+                for s in self.strategies:
+                    s.on_timer(msg, self.contexts[s.strategy_id])
+            case AdminCommand():
+                self._on_admin(msg)
+            case VenueConnected():
+                self.venues_down.discard(msg.venue)
+            case VenueDisconnected():
+                self.venues_down.add(msg.venue)
+            case RunStopped() | FeedGap():
+                pass
+            case _:
+                raise KernelError(f"kernel does not handle {type(msg).__name__}")
+        if self.requests:
+            self._drain_requests()
+        if not derived:
+            return _NOTHING
+        return Step(derived, self._commands)
+
+    def next_order_id(self, strategy_id: str) -> str:
+        self._order_counter += 1
+        return f"{strategy_id}-{self.seq}-{self._order_counter}"
+
+    # --- market data -----------------------------------------------------------------------------
+
+    def _on_quote(self, q: QuoteTick) -> None:
+        if q.bid >= q.ask or q.bid <= 0:
+            reason = "crossed quote" if q.bid > q.ask else ("locked quote" if q.bid == q.ask else "bad price")
+            self._derived.append(
+                MarketDataFlagged(ts_event=q.ts_event, ts_init=q.ts_init, symbol=q.symbol, reason=reason)
+            )
+            return
+        self.quotes[q.symbol] = q
+        self.portfolio.mark(q.symbol, (q.bid + q.ask) // 2)
+        for s in self.strategies:
+            s.on_quote(q, self.contexts[s.strategy_id])
+
+    def _on_bar(self, bar: Bar) -> None:
+        if bar.price_type in (PriceType.MID, PriceType.LAST):
+            self.portfolio.mark(bar.symbol, bar.close)
+        for s in self.strategies:
+            s.on_bar(bar, self.contexts[s.strategy_id])
+
+    # --- orders ----------------------------------------------------------------------------------
+
+    def _on_order_event(self, order_id: str, event: Input) -> Order:
+        order = self.orders.apply(order_id, event)
+        for s in self.strategies:
+            if s.strategy_id == order.strategy_id:
+                s.on_order_event(event, order, self.contexts[s.strategy_id])
+        return order
+
+    def _on_fill(self, fill: OrderPartiallyFilled | OrderFilled) -> None:
+        order = self.orders.get(fill.order_id)
+        if fill.side is not order.side:
+            raise KernelError(f"fill side {fill.side.value} differs from order {order.order_id}")
+        inst = self.instruments[fill.symbol]
+        pos = self.portfolio.open_position(fill.symbol, inst.currency, inst.multiplier)
+        self.portfolio.apply_fill(pos, fill.side, fill.last_qty, fill.last_price, fill.commission)
+        self._derived.append(
+            PositionChanged(
+                ts_event=fill.ts_event,
+                ts_init=fill.ts_init,
+                symbol=fill.symbol,
+                quantity=pos.quantity,
+                avg_price=pos.avg_price,
+                realized_pnl=pos.realized_pnl,
+                commissions=pos.commissions,
+                cash=pos.cash,
+            )
+        )
+        self._on_order_event(fill.order_id, fill)
+
+    def _drain_requests(self) -> None:
+        for _ in range(MAX_ROUNDS):
+            requests, self.requests = self.requests, []
+            for cmd in requests:
+                self._derived.append(cmd)
+                match cmd:
+                    case SubmitOrder():
+                        self._submit(cmd)
+                    case CancelOrder():
+                        self._cancel(cmd)
+                    case ReplaceOrder():
+                        self._replace(cmd)
+            if not self.requests:
+                return
+        raise KernelError(f"input {self.seq} still produced requests after {MAX_ROUNDS} rounds")
+
+    def _submit(self, cmd: SubmitOrder) -> None:
+        order = Order.from_command(cmd)
+        self.orders.add(order)
+        denial = self.gate.check_submit(cmd, self.portfolio.quantity(cmd.symbol), self.state)
+        if denial is None and self.venues_down:
+            denial = ("VENUE_DISCONNECTED", ",".join(sorted(self.venues_down)))
+        self._verdict(cmd, denial)
+
+    def _cancel(self, cmd: CancelOrder) -> None:
+        order = self.orders.get(cmd.order_id)
+        if not order.is_open:
+            self._verdict(cmd, ("ORDER_NOT_OPEN", f"status={order.status.value}"))
+        else:
+            self._commands.append(cmd)
+
+    def _replace(self, cmd: ReplaceOrder) -> None:
+        order = self.orders.get(cmd.order_id)
+        denial = self.gate.check_replace(cmd, self.state)
+        if denial is None and not order.is_open:
+            denial = ("ORDER_NOT_OPEN", f"status={order.status.value}")
+        if denial is not None:
+            self._verdict(cmd, denial)
+        else:
+            self._commands.append(cmd)
+
+    def _verdict(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder, denial: tuple[str, str] | None) -> None:
+        stamps = dict(ts_event=cmd.ts_event, ts_init=cmd.ts_init, order_id=cmd.order_id, symbol=cmd.symbol)
+        if denial is None:
+            event: Derived = OrderSubmitted(**stamps)
+            self._commands.append(cmd)
+        else:
+            event = OrderDenied(**stamps, reason=denial[0], detail=denial[1])
+        self._derived.append(event)
+        self._on_order_event(cmd.order_id, event)
+
+    # --- system ----------------------------------------------------------------------------------
+
+    def _on_run_started(self, msg: RunStarted) -> None:
+        self.seed = msg.seed
+        for s in self.strategies:
+            ctx = self.contexts[s.strategy_id]
+            ctx.seed(msg.seed)
+            s.on_start(ctx)
+
+    def _on_admin(self, cmd: AdminCommand) -> None:
+        match cmd.command:
+            case "halt":
+                self._set_state(TradingState.HALTED, cmd)
+            case "reduce":
+                self._set_state(TradingState.REDUCING, cmd)
+            case "resume":
+                self._set_state(TradingState.ACTIVE, cmd)
+            case "kill":
+                self._cancel_all(cmd)
+                self._set_state(TradingState.HALTED, cmd)
+            case "cancel":
+                if cmd.args == ["all"]:
+                    self._cancel_all(cmd)
+                else:
+                    for order_id in cmd.args:
+                        self._request_cancel(self.orders.get(order_id), cmd)
+            case _:
+                raise KernelError(f"unknown admin command {cmd.command!r}; known: {', '.join(ADMIN_COMMANDS)}")
+
+    def _cancel_all(self, cmd: AdminCommand) -> None:
+        for order in list(self.orders.open.values()):
+            self._request_cancel(order, cmd)
+
+    def _request_cancel(self, order: Order, cmd: AdminCommand) -> None:
+        self.requests.append(
+            CancelOrder(
+                ts_event=cmd.ts_event,
+                ts_init=cmd.ts_init,
+                order_id=order.order_id,
+                symbol=order.symbol,
+                reason=f"admin {cmd.command} by {cmd.operator or cmd.operator_uid}",
+            )
+        )
+
+    def _set_state(self, state: TradingState, cmd: AdminCommand) -> None:
+        if state is self.state:
+            return
+        cause = f"admin {cmd.command} by {cmd.operator or cmd.operator_uid}: {cmd.reason}"
+        self._derived.append(
+            TradingStateChanged(
+                ts_event=cmd.ts_event, ts_init=cmd.ts_init, state=state, previous=self.state, cause=cause
+            )
+        )
+        self.state = state
+
+
+_NOTHING = Step((), ())  # shared, immutable: most quotes derive nothing

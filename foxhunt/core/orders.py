@@ -1,0 +1,187 @@
+"""The order lifecycle as one transition table, and the kernel's registry of orders.
+
+An event that the table does not allow for the order's status is a bug (ours or the venue adapter's):
+it raises, the process stops, and the journal rebuilds the state on restart (crash-only).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from foxhunt.messages.orders import (
+    OrderAccepted,
+    OrderCanceled,
+    OrderCancelRejected,
+    OrderDenied,
+    OrderExpired,
+    OrderFilled,
+    OrderPartiallyFilled,
+    OrderRejected,
+    OrderReplaced,
+    OrderSubmitted,
+    OrderType,
+    Side,
+    SubmitOrder,
+    TimeInForce,
+)
+
+
+class OrderStatus(enum.Enum):
+    INITIALIZED = "INITIALIZED"
+    DENIED = "DENIED"
+    SUBMITTED = "SUBMITTED"
+    ACCEPTED = "ACCEPTED"
+    PARTIALLY_FILLED = "PARTIALLY_FILLED"
+    FILLED = "FILLED"
+    CANCELED = "CANCELED"
+    REJECTED = "REJECTED"
+    EXPIRED = "EXPIRED"
+
+
+S = OrderStatus
+OPEN_STATUSES = frozenset({S.SUBMITTED, S.ACCEPTED, S.PARTIALLY_FILLED})
+TERMINAL_STATUSES = frozenset({S.DENIED, S.FILLED, S.CANCELED, S.REJECTED, S.EXPIRED})
+
+# (status, event type) -> next status. Working orders may also be denied a cancel or replace by the gate,
+# or by the venue (OrderCancelRejected): both leave them as they are. A cancel reject can also arrive
+# after the order filled or was canceled: the venue answered a cancel that raced the end of the order.
+_WORKING_EXITS = {
+    OrderPartiallyFilled: S.PARTIALLY_FILLED,
+    OrderFilled: S.FILLED,
+    OrderCanceled: S.CANCELED,
+    OrderExpired: S.EXPIRED,
+}
+TRANSITIONS: dict[tuple[OrderStatus, type], OrderStatus] = {
+    (S.INITIALIZED, OrderDenied): S.DENIED,
+    (S.INITIALIZED, OrderSubmitted): S.SUBMITTED,
+    (S.SUBMITTED, OrderAccepted): S.ACCEPTED,
+    (S.SUBMITTED, OrderRejected): S.REJECTED,
+    (S.SUBMITTED, OrderDenied): S.SUBMITTED,
+    (S.SUBMITTED, OrderCancelRejected): S.SUBMITTED,
+    **{(S.SUBMITTED, event): status for event, status in _WORKING_EXITS.items()},
+    (S.ACCEPTED, OrderReplaced): S.ACCEPTED,
+    (S.ACCEPTED, OrderDenied): S.ACCEPTED,
+    (S.ACCEPTED, OrderCancelRejected): S.ACCEPTED,
+    **{(S.ACCEPTED, event): status for event, status in _WORKING_EXITS.items()},
+    (S.PARTIALLY_FILLED, OrderReplaced): S.PARTIALLY_FILLED,
+    (S.PARTIALLY_FILLED, OrderDenied): S.PARTIALLY_FILLED,
+    (S.PARTIALLY_FILLED, OrderCancelRejected): S.PARTIALLY_FILLED,
+    **{(S.PARTIALLY_FILLED, event): status for event, status in _WORKING_EXITS.items()},
+    (S.FILLED, OrderCancelRejected): S.FILLED,
+    (S.CANCELED, OrderCancelRejected): S.CANCELED,
+    (S.EXPIRED, OrderCancelRejected): S.EXPIRED,
+    (S.FILLED, OrderDenied): S.FILLED,
+    (S.CANCELED, OrderDenied): S.CANCELED,
+    (S.EXPIRED, OrderDenied): S.EXPIRED,
+    (S.REJECTED, OrderDenied): S.REJECTED,
+    (S.DENIED, OrderDenied): S.DENIED,
+}
+
+
+class InvalidTransition(Exception):
+    """An order event arrived that the lifecycle does not allow: a bug, never a market outcome."""
+
+
+def next_status(status: OrderStatus, event: object) -> OrderStatus:
+    try:
+        return TRANSITIONS[(status, type(event))]
+    except KeyError:
+        raise InvalidTransition(f"{type(event).__name__} not allowed for an order in {status.value}") from None
+
+
+@dataclass(slots=True)
+class Order:
+    """The kernel's view of one order, changed only by `apply`."""
+
+    order_id: str
+    strategy_id: str
+    symbol: str
+    side: Side
+    order_type: OrderType
+    quantity: int
+    price: int | None
+    trigger_price: int | None
+    time_in_force: TimeInForce
+    reduce_only: bool
+    status: OrderStatus = S.INITIALIZED
+    filled_qty: int = 0
+    venue_order_id: str = ""
+    fills: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_command(cls, cmd: SubmitOrder) -> Order:
+        return cls(
+            order_id=cmd.order_id,
+            strategy_id=cmd.strategy_id,
+            symbol=cmd.symbol,
+            side=cmd.side,
+            order_type=cmd.order_type,
+            quantity=cmd.quantity,
+            price=cmd.price,
+            trigger_price=cmd.trigger_price,
+            time_in_force=cmd.time_in_force,
+            reduce_only=cmd.reduce_only,
+        )
+
+    @property
+    def leaves_qty(self) -> int:
+        return self.quantity - self.filled_qty
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in OPEN_STATUSES
+
+    @property
+    def signed_leaves(self) -> int:
+        return self.leaves_qty if self.side is Side.BUY else -self.leaves_qty
+
+    def apply(self, event: object) -> None:
+        self.status = next_status(self.status, event)
+        match event:
+            case OrderAccepted(venue_order_id=vid):
+                self.venue_order_id = vid
+            case OrderReplaced(quantity=qty, price=price, trigger_price=trigger):
+                self.quantity = qty
+                self.price = price
+                self.trigger_price = trigger
+            case OrderPartiallyFilled() | OrderFilled():
+                self.filled_qty += event.last_qty
+                self.fills.append(event.trade_id)
+                if self.filled_qty > self.quantity:
+                    raise InvalidTransition(f"order {self.order_id} overfilled: {self.filled_qty} > {self.quantity}")
+
+
+class Orders:
+    """Every order of the run by id, and the open ones in submission order (dicts keep insertion order)."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, Order] = {}
+        self.open: dict[str, Order] = {}
+
+    def add(self, order: Order) -> None:
+        if order.order_id in self.by_id:
+            raise InvalidTransition(f"duplicate order id {order.order_id}")
+        self.by_id[order.order_id] = order
+
+    def get(self, order_id: str) -> Order:
+        try:
+            return self.by_id[order_id]
+        except KeyError:
+            raise InvalidTransition(f"event for unknown order {order_id}") from None
+
+    def apply(self, order_id: str, event: object) -> Order:
+        order = self.get(order_id)
+        order.apply(event)
+        if order.is_open:
+            self.open[order_id] = order
+        else:
+            self.open.pop(order_id, None)
+        return order
+
+    def open_for(self, symbol: str, strategy_id: str | None = None) -> list[Order]:
+        return [
+            o
+            for o in self.open.values()
+            if o.symbol == symbol and (strategy_id is None or o.strategy_id == strategy_id)
+        ]

@@ -1,0 +1,122 @@
+"""Positions, cost basis, realised and unrealised PnL, commissions and cash: a fold over fills.
+
+Average-cost accounting in integer nanos. A position keeps its signed cost basis (sum of quantity times
+price times multiplier of what is open, negative for a short). Closing part of a position releases the
+same share of the basis, floor-rounded, and a full close releases all that is left, so the basis returns
+to exactly zero and rounding never accumulates across round trips.
+
+Money is kept per position in the instrument's currency; the portfolio totals (equity, drawdown) add the
+positions up as they are, which is right for a single-currency book. Converting between currencies needs
+FX rates as inputs and is not done here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from foxhunt.messages.base import SCALE, mul
+from foxhunt.messages.orders import Side
+
+
+@dataclass(slots=True)
+class Position:
+    symbol: str
+    currency: str
+    multiplier: int = 1
+    quantity: int = 0
+    cost: int = 0
+    realized_pnl: int = 0
+    commissions: int = 0
+    cash: int = 0
+    mark: int = 0
+    fills: int = 0
+
+    @property
+    def avg_price(self) -> int:
+        """Average entry price of the open quantity, nanos (0 when flat)."""
+        if self.quantity == 0:
+            return 0
+        return self.cost * SCALE // (self.quantity * self.multiplier)
+
+    @property
+    def unrealized_pnl(self) -> int:
+        return mul(self.mark, self.quantity) * self.multiplier - self.cost
+
+    def apply_fill(self, side: Side, qty: int, price: int, commission: int) -> None:
+        signed = qty if side is Side.BUY else -qty
+        value = mul(price, qty) * self.multiplier
+        self.cash -= value if side is Side.BUY else -value
+        self.cash -= commission
+        self.commissions += commission
+        self.fills += 1
+        self.mark = price
+        if self.quantity == 0 or (self.quantity > 0) == (signed > 0):
+            self.quantity += signed
+            self.cost += value if signed > 0 else -value
+            return
+        held = abs(self.quantity)
+        closing = min(qty, held)
+        direction = 1 if self.quantity > 0 else -1
+        released = self.cost if closing == held else self.cost * closing // held
+        close_value = value if closing == qty else mul(price, closing) * self.multiplier
+        self.realized_pnl += direction * close_value - released
+        self.cost -= released
+        self.quantity -= direction * closing
+        opening = qty - closing
+        if opening:
+            self.quantity = -direction * opening
+            self.cost = -direction * (mul(price, opening) * self.multiplier)
+
+
+class Portfolio:
+    """All positions, plus the equity curve's peak and the largest drawdown from it."""
+
+    def __init__(self) -> None:
+        self.positions: dict[str, Position] = {}
+        self.peak_equity = 0
+        self.max_drawdown = 0
+        self._unrealized_total = 0
+        self._closed_total = 0  # realised PnL minus commissions, over all positions
+
+    def position(self, symbol: str) -> Position | None:
+        return self.positions.get(symbol)
+
+    def open_position(self, symbol: str, currency: str, multiplier: int) -> Position:
+        pos = self.positions.get(symbol)
+        if pos is None:
+            pos = self.positions[symbol] = Position(symbol, currency, multiplier)
+        return pos
+
+    def quantity(self, symbol: str) -> int:
+        pos = self.positions.get(symbol)
+        return pos.quantity if pos is not None else 0
+
+    def apply_fill(self, pos: Position, side: Side, qty: int, price: int, commission: int) -> None:
+        before_closed = pos.realized_pnl - pos.commissions
+        before_unrealized = pos.unrealized_pnl
+        pos.apply_fill(side, qty, price, commission)
+        self._closed_total += pos.realized_pnl - pos.commissions - before_closed
+        self._unrealized_total += pos.unrealized_pnl - before_unrealized
+        self._track_equity()
+
+    def mark(self, symbol: str, price: int) -> None:
+        """Revalue an open position at `price`; cheap enough to call on every quote."""
+        pos = self.positions.get(symbol)
+        if pos is None or pos.quantity == 0:
+            return
+        before = pos.unrealized_pnl
+        pos.mark = price
+        self._unrealized_total += pos.unrealized_pnl - before
+        self._track_equity()
+
+    @property
+    def equity(self) -> int:
+        """Realised plus unrealised PnL minus commissions, nanos."""
+        return self._closed_total + self._unrealized_total
+
+    def _track_equity(self) -> None:
+        equity = self._closed_total + self._unrealized_total
+        if equity > self.peak_equity:
+            self.peak_equity = equity
+        elif self.peak_equity - equity > self.max_drawdown:
+            self.max_drawdown = self.peak_equity - equity

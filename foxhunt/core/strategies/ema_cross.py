@@ -1,0 +1,62 @@
+"""Trend following: long while the fast EMA of the mid is above the slow one, short while below.
+
+Trades often on noisy data, which is what the order path needs exercising with. Market orders, IOC.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import msgspec
+
+from foxhunt.core.fixed import nanos
+from foxhunt.core.strategy import Strategy, StrategyContext
+from foxhunt.messages.market import Bar, QuoteTick
+from foxhunt.messages.orders import OrderType, Side, TimeInForce
+
+
+class EmaCrossParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    fast: int = 10
+    slow: int = 40
+    trade_size: Decimal = Decimal("100000")
+
+    def __post_init__(self) -> None:
+        if not 0 < self.fast < self.slow:
+            raise ValueError(f"ema_cross needs 0 < fast < slow, got fast={self.fast} slow={self.slow}")
+
+
+class EmaCross(Strategy):
+    strategy_id = "ema_cross"
+
+    def __init__(self, params: EmaCrossParams) -> None:
+        self.params = params
+        self.size = nanos(params.trade_size)
+        self.alpha_fast = 2.0 / (params.fast + 1)
+        self.alpha_slow = 2.0 / (params.slow + 1)
+        self.fast: dict[str, float] = {}
+        self.slow: dict[str, float] = {}
+        self.count: dict[str, int] = {}
+
+    def on_quote(self, quote: QuoteTick, ctx: StrategyContext) -> None:
+        self._on_price(quote.symbol, (quote.bid + quote.ask) * 0.5, ctx)
+
+    def on_bar(self, bar: Bar, ctx: StrategyContext) -> None:
+        self._on_price(bar.symbol, float(bar.close), ctx)
+
+    def _on_price(self, symbol: str, price: float, ctx: StrategyContext) -> None:
+        n = self.count.get(symbol, 0) + 1
+        self.count[symbol] = n
+        if n == 1:
+            self.fast[symbol] = self.slow[symbol] = price
+            return
+        fast = self.fast[symbol] = self.fast[symbol] + self.alpha_fast * (price - self.fast[symbol])
+        slow = self.slow[symbol] = self.slow[symbol] + self.alpha_slow * (price - self.slow[symbol])
+        if n < self.params.slow or fast == slow:
+            return
+        target = self.size if fast > slow else -self.size
+        position = ctx.position(symbol)
+        if position == target or ctx.open_orders(symbol):
+            return
+        delta = target - position
+        side = Side.BUY if delta > 0 else Side.SELL
+        ctx.submit(symbol, side, abs(delta), OrderType.MARKET, time_in_force=TimeInForce.IOC)

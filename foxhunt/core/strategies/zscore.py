@@ -1,0 +1,97 @@
+"""Mean reversion: join the touch with a limit order when the mid strays `entry_z` standard deviations
+from its rolling mean, go flat with a market order when it comes back inside `exit_z`. Limit orders that
+rest longer than `order_ttl` updates are canceled. Exercises resting orders, partial fills and cancels.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from decimal import Decimal
+
+import msgspec
+
+from foxhunt.core.fixed import nanos
+from foxhunt.core.strategy import Strategy, StrategyContext
+from foxhunt.messages.market import Bar, QuoteTick
+from foxhunt.messages.orders import OrderType, Side, TimeInForce
+
+
+class ZScoreParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    window: int = 100
+    entry_z: float = 2.0
+    exit_z: float = 0.5
+    trade_size: Decimal = Decimal("100000")
+    order_ttl: int = 20
+
+    def __post_init__(self) -> None:
+        if self.window < 2 or not 0 <= self.exit_z < self.entry_z or self.order_ttl < 1:
+            raise ValueError("zscore needs window >= 2, 0 <= exit_z < entry_z and order_ttl >= 1")
+
+
+class _Stats:
+    """Rolling mean and variance over a fixed window, recomputed exactly from the window."""
+
+    __slots__ = ("values", "total", "total_sq")
+
+    def __init__(self, window: int) -> None:
+        self.values: deque[float] = deque(maxlen=window)
+        self.total = 0.0
+        self.total_sq = 0.0
+
+    def push(self, x: float) -> None:
+        if len(self.values) == self.values.maxlen:
+            old = self.values[0]
+            self.total -= old
+            self.total_sq -= old * old
+        self.values.append(x)
+        self.total += x
+        self.total_sq += x * x
+
+
+class ZScoreReversion(Strategy):
+    strategy_id = "zscore"
+
+    def __init__(self, params: ZScoreParams) -> None:
+        self.params = params
+        self.size = nanos(params.trade_size)
+        self.stats: dict[str, _Stats] = {}
+        self.age: dict[str, int] = {}
+
+    def on_quote(self, quote: QuoteTick, ctx: StrategyContext) -> None:
+        self._on_price(quote.symbol, (quote.bid + quote.ask) * 0.5, quote.bid, quote.ask, ctx)
+
+    def on_bar(self, bar: Bar, ctx: StrategyContext) -> None:
+        self._on_price(bar.symbol, float(bar.close), bar.close, bar.close, ctx)
+
+    def _on_price(self, symbol: str, mid: float, bid: int, ask: int, ctx: StrategyContext) -> None:
+        stats = self.stats.get(symbol)
+        if stats is None:
+            stats = self.stats[symbol] = _Stats(self.params.window)
+        stats.push(mid)
+        n = len(stats.values)
+        if n < self.params.window:
+            return
+        mean = stats.total / n
+        var = max(stats.total_sq / n - mean * mean, 0.0)
+        if var == 0.0:
+            return
+        z = (mid - mean) / math.sqrt(var)
+        working = ctx.open_orders(symbol)
+        if working:
+            self.age[symbol] = self.age.get(symbol, 0) + 1
+            if self.age[symbol] >= self.params.order_ttl:
+                for order in working:
+                    ctx.cancel(order.order_id, "ttl")
+            return
+        self.age[symbol] = 0
+        position = ctx.position(symbol)
+        tick = ctx.instrument(symbol).tick_size
+        if position == 0 and abs(z) >= self.params.entry_z:
+            side = Side.BUY if z < 0 else Side.SELL
+            price = bid if side is Side.BUY else ask
+            price -= price % tick
+            ctx.submit(symbol, side, self.size, OrderType.LIMIT, price=price, time_in_force=TimeInForce.GTC)
+        elif position != 0 and abs(z) <= self.params.exit_z:
+            side = Side.SELL if position > 0 else Side.BUY
+            ctx.submit(symbol, side, abs(position), OrderType.MARKET, time_in_force=TimeInForce.IOC, reduce_only=True)

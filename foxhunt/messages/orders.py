@@ -1,0 +1,161 @@
+"""Order commands and order events.
+
+Commands are derived: the kernel decides them (a strategy asked, the pre-trade gate agreed). Events that
+only a venue can know (accepted, rejected, canceled, replaced, filled, expired) are inputs; the kernel's
+own verdicts (`OrderDenied`, `OrderSubmitted`) are derived.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from foxhunt.messages.base import Derived, Input
+
+
+class Side(enum.Enum):
+    BUY = "BUY"
+    SELL = "SELL"
+
+
+class OrderType(enum.Enum):
+    MARKET = "MARKET"
+    LIMIT = "LIMIT"
+    STOP = "STOP"
+
+
+class TimeInForce(enum.Enum):
+    DAY = "DAY"
+    GTC = "GTC"
+    IOC = "IOC"
+    FOK = "FOK"
+
+
+# --- commands -------------------------------------------------------------------------------------
+
+
+class SubmitOrder(Derived, frozen=True, kw_only=True):
+    """A new order as a strategy or operator asked for it, before the pre-trade gate."""
+
+    order_id: str
+    strategy_id: str
+    symbol: str
+    side: Side
+    order_type: OrderType
+    quantity: int
+    price: int | None = None
+    trigger_price: int | None = None
+    time_in_force: TimeInForce = TimeInForce.GTC
+    reduce_only: bool = False
+
+
+class CancelOrder(Derived, frozen=True, kw_only=True):
+    order_id: str
+    symbol: str
+    reason: str = ""
+
+
+class ReplaceOrder(Derived, frozen=True, kw_only=True):
+    """Change quantity and/or prices of a working order; None keeps the current value."""
+
+    order_id: str
+    symbol: str
+    quantity: int | None = None
+    price: int | None = None
+    trigger_price: int | None = None
+
+
+# --- verdicts of the kernel (derived) ---------------------------------------------------------------
+
+
+class OrderSubmitted(Derived, frozen=True, kw_only=True):
+    """The command passed the pre-trade gate and is handed to the venue once the journal has it."""
+
+    order_id: str
+    symbol: str
+
+
+class OrderDenied(Derived, frozen=True, kw_only=True):
+    """The pre-trade gate refused a command; `reason` is a stable code, `detail` the values behind it.
+
+    For a new order the order ends DENIED; a denied cancel or replace leaves the order as it was.
+    """
+
+    order_id: str
+    symbol: str
+    reason: str
+    detail: str = ""
+
+
+# --- reports from a venue (inputs) ------------------------------------------------------------------
+
+
+class OrderAccepted(Input, frozen=True, kw_only=True):
+    order_id: str
+    symbol: str
+    venue_order_id: str
+
+
+class OrderRejected(Input, frozen=True, kw_only=True):
+    order_id: str
+    symbol: str
+    reason: str
+
+
+class OrderCanceled(Input, frozen=True, kw_only=True):
+    order_id: str
+    symbol: str
+    reason: str = ""
+
+
+class OrderCancelRejected(Input, frozen=True, kw_only=True):
+    """The venue refused a cancel or replace; the order goes on as it was."""
+
+    order_id: str
+    symbol: str
+    reason: str
+
+
+class OrderReplaced(Input, frozen=True, kw_only=True):
+    order_id: str
+    symbol: str
+    quantity: int
+    price: int | None = None
+    trigger_price: int | None = None
+
+
+class OrderExpired(Input, frozen=True, kw_only=True):
+    order_id: str
+    symbol: str
+
+
+class _Fill(Input, frozen=True, kw_only=True):
+    order_id: str
+    symbol: str
+    side: Side
+    trade_id: str
+    last_qty: int
+    last_price: int
+    leaves_qty: int
+    commission: int = 0
+    liquidity: str = "TAKER"
+
+
+class OrderPartiallyFilled(_Fill, frozen=True, kw_only=True):
+    """Some quantity traded and `leaves_qty` is still working."""
+
+
+class OrderFilled(_Fill, frozen=True, kw_only=True):
+    """The last fill of an order: `leaves_qty` is zero."""
+
+
+VenueReport = (
+    OrderAccepted
+    | OrderRejected
+    | OrderCanceled
+    | OrderCancelRejected
+    | OrderReplaced
+    | OrderExpired
+    | OrderPartiallyFilled
+    | OrderFilled
+)
+VenueCommand = SubmitOrder | CancelOrder | ReplaceOrder

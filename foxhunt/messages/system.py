@@ -1,0 +1,83 @@
+"""System events: runs, venues, timers, operators, trading state, and the kernel's bookkeeping."""
+
+from __future__ import annotations
+
+import enum
+
+from foxhunt.messages.base import Derived, Input
+
+
+class TradingState(enum.Enum):
+    ACTIVE = "ACTIVE"
+    REDUCING = "REDUCING"  # only orders that reduce exposure
+    HALTED = "HALTED"  # nothing new; cancels still pass
+
+
+class RunStarted(Input, frozen=True, kw_only=True):
+    """First input of every run: what the kernel is seeded and configured with, and where it ran."""
+
+    run_id: int
+    seed: int
+    config_digest: str
+    config: bytes  # the full configuration as canonical JSON, so a replay can rebuild the kernel
+    fingerprint: dict[str, str]
+    clock: str
+
+
+class RunStopped(Input, frozen=True, kw_only=True):
+    reason: str
+
+
+class VenueConnected(Input, frozen=True, kw_only=True):
+    venue: str
+
+
+class VenueDisconnected(Input, frozen=True, kw_only=True):
+    venue: str
+    reason: str
+
+
+class TimerFired(Input, frozen=True, kw_only=True):
+    name: str
+
+
+class AdminCommand(Input, frozen=True, kw_only=True):
+    """An operator's command; the kernel applies it where it appears in the stream, live and in replay."""
+
+    command: str
+    args: list[str] = []
+    operator_uid: int = -1
+    operator: str = ""
+    reason: str = ""
+
+
+class FeedGap(Input, frozen=True, kw_only=True):
+    """Inputs that a feed could not deliver (skipped bad rows, lost packets), recorded instead of hidden."""
+
+    source: str
+    reason: str
+    count: int = 1
+
+
+class TradingStateChanged(Derived, frozen=True, kw_only=True):
+    state: TradingState
+    previous: TradingState
+    cause: str
+
+
+class MarketDataFlagged(Derived, frozen=True, kw_only=True):
+    """Market data that was recorded but not traded on, and why (crossed or locked quote, ...)."""
+
+    symbol: str
+    reason: str
+
+
+class PositionChanged(Derived, frozen=True, kw_only=True):
+    """The portfolio after a fill: signed quantity, cost basis and money, all in nanos."""
+
+    symbol: str
+    quantity: int
+    avg_price: int
+    realized_pnl: int
+    commissions: int
+    cash: int
