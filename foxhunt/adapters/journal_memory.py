@@ -1,0 +1,99 @@
+"""An in-memory journal store for unit tests: the same contract as PostgreSQL, no durability."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+
+from foxhunt.errors import JournalLocked, JournalMismatch, JournalNotFound
+from foxhunt.messages import codec
+from foxhunt.messages.base import Message
+from foxhunt.ports import JournalInfo, JournalStore, JournalWriter, Record
+
+
+class _Journal:
+    def __init__(self, journal_id: int, config_digest: str) -> None:
+        self.journal_id = journal_id
+        self.config_digest = config_digest
+        self.created_at = datetime.datetime.now(datetime.UTC).isoformat()
+        self.records: list[Record] = []
+        self.held = False
+        self.changed = anyio.Event()
+
+
+class MemoryJournalWriter(JournalWriter):
+    def __init__(self, name: str, journal: _Journal) -> None:
+        self.name = name
+        self._journal = journal
+
+    @property
+    def last_seq(self) -> int:
+        return len(self._journal.records)
+
+    async def append(self, message: Message, causation: int | None = None) -> int:
+        seq = len(self._journal.records) + 1
+        payload = codec.encode(message)
+        self._journal.records.append(Record(seq, causation, codec.decode(payload), payload))
+        return seq
+
+    async def flush(self) -> None:
+        changed, self._journal.changed = self._journal.changed, anyio.Event()
+        changed.set()
+
+
+class MemoryJournalStore(JournalStore):
+    def __init__(self) -> None:
+        self._journals: dict[str, _Journal] = {}
+
+    @asynccontextmanager
+    async def writer(self, name: str, *, config: bytes, config_digest: str, fingerprint: dict[str, str]):
+        journal = self._journals.get(name)
+        if journal is None:
+            journal = self._journals[name] = _Journal(len(self._journals) + 1, config_digest)
+        if journal.held:
+            raise JournalLocked(f"journal {name!r} is held by another writer in this process")
+        if journal.config_digest != config_digest:
+            raise JournalMismatch(
+                f"journal {name!r} was recorded with config digest {journal.config_digest}, "
+                f"this run's is {config_digest}: use a new journal for a new configuration"
+            )
+        journal.held = True
+        writer = MemoryJournalWriter(name, journal)
+        try:
+            yield writer
+        finally:
+            await writer.flush()
+            journal.held = False
+
+    def _get(self, name: str) -> _Journal:
+        try:
+            return self._journals[name]
+        except KeyError:
+            raise JournalNotFound(f"no journal named {name!r}") from None
+
+    async def info(self, name: str) -> JournalInfo:
+        j = self._get(name)
+        n = len(j.records)
+        return JournalInfo(name, j.journal_id, j.created_at, j.config_digest, n, n)
+
+    async def list(self) -> list[JournalInfo]:
+        return [await self.info(name) for name in sorted(self._journals)]
+
+    async def read(self, name: str, from_seq: int = 1, limit: int | None = None) -> AsyncIterator[Record]:
+        records = self._get(name).records
+        end = len(records) if limit is None else min(len(records), from_seq - 1 + limit)
+        for i in range(max(from_seq, 1) - 1, end):
+            yield records[i]
+
+    async def tail(self, name: str, from_seq: int = 1) -> AsyncIterator[Record]:
+        journal = self._get(name)
+        seq = max(from_seq, 1)
+        while True:
+            changed = journal.changed
+            while seq <= len(journal.records):
+                yield journal.records[seq - 1]
+                seq += 1
+            await changed.wait()

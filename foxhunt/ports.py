@@ -1,0 +1,96 @@
+"""Small interfaces between the runtime and the adapters that implement them."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from typing import NamedTuple, Protocol
+
+from foxhunt.messages.base import Input, Message
+from foxhunt.messages.orders import CancelOrder, ReplaceOrder, SubmitOrder
+
+
+class Record(NamedTuple):
+    """One journaled message. `causation` is the sequence number of the input that derived it, or
+    None for an input. `payload` is the message exactly as stored (what `--verify` compares)."""
+
+    seq: int
+    causation: int | None
+    message: Message
+    payload: bytes
+
+
+class JournalInfo(NamedTuple):
+    name: str
+    journal_id: int
+    created_at: str
+    config_digest: str
+    events: int
+    last_seq: int
+
+
+class JournalWriter(abc.ABC):
+    """The single writer of one journal. Sequence numbers are assigned at append, gap-free."""
+
+    name: str
+
+    @property
+    @abc.abstractmethod
+    def last_seq(self) -> int:
+        """The sequence number of the last appended message (0 for an empty journal)."""
+
+    @abc.abstractmethod
+    async def append(self, message: Message, causation: int | None = None) -> int:
+        """Queue a message and return its sequence number; waits only when the queue is full."""
+
+    @abc.abstractmethod
+    async def flush(self) -> None:
+        """Return once everything appended so far is durable."""
+
+
+class JournalStore(abc.ABC):
+    """A database of journals."""
+
+    @abc.abstractmethod
+    def writer(
+        self, name: str, *, config: bytes, config_digest: str, fingerprint: dict[str, str]
+    ) -> AbstractAsyncContextManager[JournalWriter]:
+        """Create the journal if needed and hold it exclusively; raise JournalLocked if held.
+        Leaving the context flushes everything appended."""
+
+    @abc.abstractmethod
+    async def info(self, name: str) -> JournalInfo:
+        """Raise JournalNotFound if there is no such journal."""
+
+    @abc.abstractmethod
+    async def list(self) -> list[JournalInfo]: ...
+
+    @abc.abstractmethod
+    def read(self, name: str, from_seq: int = 1, limit: int | None = None) -> AsyncIterator[Record]:
+        """Records in sequence order, streamed (memory stays flat however long the journal is)."""
+
+    @abc.abstractmethod
+    def tail(self, name: str, from_seq: int = 1) -> AsyncIterator[Record]:
+        """Like read, but waits for new records instead of ending."""
+
+    async def aclose(self) -> None:
+        pass
+
+
+class Clock(Protocol):
+    def now(self) -> int:
+        """Nanoseconds since the Unix epoch."""
+        ...
+
+
+class Venue(Protocol):
+    """Where approved commands go; returns the venue's reports that are known at once."""
+
+    name: str
+
+    def connect(self) -> list[Input]: ...
+
+    def send(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder) -> list[Input]: ...
+
+    def on_market(self, msg: Input) -> list[Input]: ...
