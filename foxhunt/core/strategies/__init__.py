@@ -8,20 +8,20 @@ from foxhunt.core.strategies.ema_cross import EmaCross, EmaCrossParams
 from foxhunt.core.strategies.zscore import ZScoreParams, ZScoreReversion
 from foxhunt.core.strategy import Strategy
 
+STRATEGIES: dict[str, type[Strategy]] = {"ema_cross": EmaCross, "zscore": ZScoreReversion}
+
 
 class StrategyParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Parameters of every reference strategy; `[strategy] name` picks the one that runs."""
+    """Parameters of every reference strategy; `name` picks the one that runs."""
 
+    name: str = "ema_cross"
     ema_cross: EmaCrossParams = EmaCrossParams()
     zscore: ZScoreParams = ZScoreParams()
 
+    def __post_init__(self) -> None:
+        if self.name not in STRATEGIES:
+            raise ValueError(f"unknown strategy {self.name!r}; known: {', '.join(sorted(STRATEGIES))}")
 
-STRATEGIES = {"ema_cross": EmaCross, "zscore": ZScoreReversion}
 
-
-def build_strategy(name: str, params: StrategyParams) -> Strategy:
-    try:
-        cls = STRATEGIES[name]
-    except KeyError:
-        raise ValueError(f"unknown strategy {name!r}; known: {', '.join(sorted(STRATEGIES))}") from None
-    return cls(getattr(params, name))
+def build_strategy(params: StrategyParams) -> Strategy:
+    return STRATEGIES[params.name](getattr(params, params.name))

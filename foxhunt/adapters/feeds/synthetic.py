@@ -1,0 +1,67 @@
+"""A seeded quote generator: the default feed, so foxhunt runs with no data files at all.
+
+Only integer draws (`randrange`), never floats: Python's Mersenne Twister gives the same integers on
+every platform, while float helpers like `gauss` go through libm and may differ in the last bit.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from foxhunt.errors import InputError
+from foxhunt.messages.base import parse_fixed
+from foxhunt.messages.market import Instrument, QuoteTick
+from foxhunt.ports import Clock
+
+START_NS = 1_704_153_600 * 1_000_000_000  # 2024-01-02T00:00:00Z, a Tuesday
+
+
+@dataclass
+class SyntheticFeed:
+    seed: int
+    n: int
+    instrument: Instrument
+    start_price: int
+    clock: Clock
+
+    @classmethod
+    def from_options(cls, options: dict[str, str], instruments: dict[str, Instrument], clock: Clock):
+        known = {"seed", "n", "symbol", "price"}
+        if unknown := set(options) - known:
+            raise InputError(f"synthetic feed: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
+        symbol = options.get("symbol", "EURUSD")
+        if symbol not in instruments:
+            raise InputError(f"synthetic feed: symbol {symbol!r} is not a configured instrument")
+        try:
+            seed, n = int(options.get("seed", "7")), int(options.get("n", "100000"))
+            price = parse_fixed(options.get("price", "1.10000"))
+        except ValueError as e:
+            raise InputError(f"synthetic feed: {e}") from e
+        if n < 0 or price <= 0:
+            raise InputError("synthetic feed: n must be >= 0 and price > 0")
+        return cls(seed, n, instruments[symbol], price, clock)
+
+    def __iter__(self) -> Iterator[QuoteTick]:
+        rng = random.Random(self.seed)
+        randrange = rng.randrange
+        tick = self.instrument.tick_size
+        lot = self.instrument.lot_size
+        symbol = self.instrument.symbol
+        stamp = self.clock.stamp
+        mid = self.start_price - self.start_price % tick
+        ts = START_NS
+        for _ in range(self.n):
+            ts += randrange(1, 200) * 1_000_000  # 1 to 199 ms apart
+            mid = max(mid + randrange(-3, 4) * tick, 10 * tick)
+            half = randrange(1, 3) * tick
+            yield QuoteTick(
+                ts_event=ts,
+                ts_init=stamp(ts),
+                symbol=symbol,
+                bid=mid - half,
+                ask=mid + half,
+                bid_size=randrange(50, 3000) * lot,  # 50 to 2999 lots: big orders sometimes fill in parts
+                ask_size=randrange(50, 3000) * lot,
+            )

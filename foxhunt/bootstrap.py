@@ -1,0 +1,53 @@
+"""The composition root: the only place that reads the environment and builds adapters."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+import msgspec
+
+import foxhunt
+from foxhunt.adapters.journal_postgres import PostgresJournalStore
+from foxhunt.adapters.pg import migrate
+from foxhunt.adapters.pg_embedded import EmbeddedCluster
+from foxhunt.config import Config
+
+
+def state_dir(cfg: Config) -> Path:
+    """`[state] dir` / FOXHUNT_STATE_DIR, else systemd's STATE_DIRECTORY, else a per-user default."""
+    if cfg.state.dir:
+        return Path(cfg.state.dir)
+    if systemd := os.environ.get("STATE_DIRECTORY"):
+        return Path(systemd.split(":")[0])
+    if os.geteuid() == 0:
+        return Path("/var/lib/foxhunt")
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "foxhunt"
+
+
+def embedded_cluster(cfg: Config) -> EmbeddedCluster:
+    return EmbeddedCluster(state_dir(cfg))
+
+
+def resolve_dsn(cfg: Config) -> str:
+    """The configured DSN, or the embedded cluster's, started on demand."""
+    return cfg.journal.dsn or embedded_cluster(cfg).start()
+
+
+async def open_store(cfg: Config, dsn: str) -> PostgresJournalStore:
+    await migrate(dsn)
+    return PostgresJournalStore(dsn, batch_max=cfg.journal.batch_max, queue_max=cfg.journal.queue_max)
+
+
+def fingerprint() -> dict[str, str]:
+    """Where a run happened; journaled with every RunStarted. Stable across runs on one machine."""
+    return {
+        "foxhunt": foxhunt.__version__,
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "machine": platform.machine(),
+        "system": platform.system(),
+        "msgspec": msgspec.__version__,
+    }

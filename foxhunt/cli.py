@@ -1,0 +1,224 @@
+"""`foxhunt` and `python -m foxhunt`: parse arguments, build through the composition root, print.
+
+Exit codes: 0 success, 1 replay verification diverged, 2 usage, configuration, input or journal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from collections.abc import Callable, Sequence
+from contextlib import aclosing
+
+import anyio
+import msgspec
+
+from foxhunt import bootstrap, config
+from foxhunt.adapters.feeds import open_feed
+from foxhunt.errors import ConfigError, FoxhuntError, VerificationFailed
+from foxhunt.observability import logging as fh_logging
+from foxhunt.runtime import replay
+from foxhunt.runtime.clock import EventClock, WallClock
+from foxhunt.runtime.live import RunRequest, run_paper
+
+EXIT_OK, EXIT_DIVERGED, EXIT_ERROR = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="FILE", help="TOML configuration (default: built-in defaults)")
+    common.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+
+    parser = argparse.ArgumentParser(prog="foxhunt", description="Event-sourced trading daemon.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", parents=[common], help="run the paper-trading daemon")
+    run.add_argument("--journal", required=True, metavar="NAME")
+    run.add_argument("--feed", metavar="SPEC", help="synthetic:seed=7,n=100000 (default: [run] feed) or csv:PATH")
+    run.add_argument("--max-events", type=_positive_int, metavar="N", help="stop after N feed inputs")
+    run.add_argument("--duration", type=_positive_float, metavar="SECONDS", help="stop after this long")
+    run.add_argument("--clock", choices=["wall", "feed"], default="wall",
+                     help="stamp inputs with the wall clock (live) or the feed's own timestamps (as fast as possible)")
+    run.add_argument("--on-bad-row", choices=["error", "skip"], default="error",
+                     help="a malformed feed row stops the run (error) or is recorded as a FeedGap (skip)")
+    run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+
+    rep = sub.add_parser("replay", parents=[common], help="backtest or verify from a journal")
+    rep.add_argument("journal", metavar="NAME")
+    rep.add_argument("--verify", action="store_true", help="compare every derived event with the recorded one")
+    rep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
+                     help="override a recorded configuration value, e.g. strategy.ema_cross.fast=5")
+    rep.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+
+    jr = sub.add_parser("journal", help="inspect journals").add_subparsers(dest="action", required=True, metavar="ACTION")
+    jr.add_parser("list", parents=[common], help="list journals")
+    show = jr.add_parser("show", parents=[common], help="print events")
+    show.add_argument("journal", metavar="NAME")
+    show.add_argument("--from", type=_positive_int, default=1, dest="from_seq", metavar="SEQ")
+    show.add_argument("--limit", type=_positive_int, metavar="N")
+    tail = jr.add_parser("tail", parents=[common], help="print the last events, or follow new ones")
+    tail.add_argument("journal", metavar="NAME")
+    tail.add_argument("-n", type=_positive_int, default=10, dest="count", metavar="N")
+    tail.add_argument("--follow", "-f", action="store_true", help="keep printing events as they are committed")
+
+    db = sub.add_parser("db", help="the embedded PostgreSQL and the schema")
+    db.add_argument("action", choices=["start", "stop", "status", "migrate", "dsn"])
+    db.add_argument("--config", metavar="FILE")
+    db.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    fh_logging.configure(args.log_level)
+    try:
+        cfg = config.load(args.config)
+        handler: Callable = {"run": cmd_run, "replay": cmd_replay, "journal": cmd_journal, "db": cmd_db}[args.command]
+        return handler(args, cfg)
+    except BaseException as e:  # noqa: BLE001 - sorted into exit codes below; anything else re-raises
+        return _report(e)
+
+
+def _report(e: BaseException) -> int:
+    errors = _flatten(e)
+    if not errors or not all(isinstance(x, (FoxhuntError, KeyboardInterrupt)) for x in errors):
+        raise e
+    for x in errors:
+        if isinstance(x, FoxhuntError):
+            print(f"foxhunt: {'verification failed' if isinstance(x, VerificationFailed) else 'error'}: {x}",
+                  file=sys.stderr)
+    return EXIT_DIVERGED if any(isinstance(x, VerificationFailed) for x in errors) else EXIT_ERROR
+
+
+def _flatten(e: BaseException) -> list[BaseException]:
+    if isinstance(e, BaseExceptionGroup):
+        return [leaf for sub in e.exceptions for leaf in _flatten(sub)]
+    return [e]
+
+
+def _run_async(fn, *args):
+    return anyio.run(fn, *args, backend_options={"use_uvloop": True})
+
+
+# --- commands ------------------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace, cfg: config.Config) -> int:
+    clock = WallClock() if args.clock == "wall" else EventClock()
+    instruments = cfg.trading().build_instruments()
+    feed = open_feed(args.feed or cfg.run.feed, instruments, clock, args.on_bad_row)
+    dsn = bootstrap.resolve_dsn(cfg)
+    request = RunRequest(args.journal, feed, clock, args.max_events, args.duration)
+
+    async def go():
+        store = await bootstrap.open_store(cfg, dsn)
+        return await run_paper(store, cfg, request, bootstrap.fingerprint())
+
+    _print_summary(_run_async(go), args.json)
+    return EXIT_OK
+
+
+def cmd_replay(args: argparse.Namespace, cfg: config.Config) -> int:
+    dsn = bootstrap.resolve_dsn(cfg)
+    override = cfg.trading() if args.config else None
+
+    async def go():
+        store = await bootstrap.open_store(cfg, dsn)
+        await store.info(args.journal)
+        trading = await replay.trading_config(store, args.journal, args.sets, override)
+        run = replay.verify if args.verify else replay.backtest
+        return await run(store, args.journal, trading)
+
+    _print_summary(_run_async(go), args.json)
+    return EXIT_OK
+
+
+def cmd_journal(args: argparse.Namespace, cfg: config.Config) -> int:
+    dsn = bootstrap.resolve_dsn(cfg)
+
+    async def go():
+        store = await bootstrap.open_store(cfg, dsn)
+        if args.action == "list":
+            for info in await store.list():
+                print(f"{info.name}\t{info.events} events\tcreated {info.created_at}\tconfig {info.config_digest}")
+            return
+        if args.action == "show":
+            await store.info(args.journal)
+            async with aclosing(store.read(args.journal, args.from_seq, args.limit)) as records:
+                async for record in records:
+                    print(_format_record(record))
+            return
+        info = await store.info(args.journal)
+        start = max(1, info.last_seq - args.count + 1)
+        records = store.tail(args.journal, start) if args.follow else store.read(args.journal, start)
+        async with aclosing(records):
+            async for record in records:
+                print(_format_record(record), flush=args.follow)
+
+    try:
+        _run_async(go)
+    except BrokenPipeError:
+        sys.stderr.close()  # `foxhunt journal show X | head`: the reader went away, which is fine
+    return EXIT_OK
+
+
+def cmd_db(args: argparse.Namespace, cfg: config.Config) -> int:
+    if args.action == "dsn":
+        print(cfg.journal.dsn or bootstrap.embedded_cluster(cfg).dsn)
+        return EXIT_OK
+    if args.action == "migrate":
+        applied = anyio.run(config_migrate, bootstrap.resolve_dsn(cfg))
+        print(f"applied {len(applied)} migration(s){': ' + ', '.join(applied) if applied else ''}")
+        return EXIT_OK
+    if cfg.journal.dsn:
+        raise ConfigError(f"'db {args.action}' manages the embedded cluster, but a DSN is configured (journal.dsn)")
+    cluster = bootstrap.embedded_cluster(cfg)
+    if args.action == "start":
+        print(cluster.start())
+    elif args.action == "stop":
+        print("stopped" if cluster.stop() else "not running")
+    else:
+        print(f"{cluster.status()}\t{cluster.data_dir}")
+    return EXIT_OK
+
+
+async def config_migrate(dsn: str) -> list[str]:
+    from foxhunt.adapters.pg import migrate
+
+    return await migrate(dsn)
+
+
+# --- output --------------------------------------------------------------------------------------
+
+
+def _format_record(record) -> str:
+    ts = dt.datetime.fromtimestamp(record.message.ts_event / 1e9, dt.UTC).isoformat(timespec="microseconds")
+    cause = "-" if record.causation is None else str(record.causation)
+    body = msgspec.json.encode(record.message).decode()
+    return f"{record.seq}\t{cause}\t{type(record.message).__name__}\t{ts}\t{body}"
+
+
+def _print_summary(summary: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(summary, sort_keys=True))
+        return
+    for key, value in summary.items():
+        print(f"{key:>18}: {value}")
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value

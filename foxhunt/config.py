@@ -1,0 +1,192 @@
+"""Configuration: frozen Structs loaded from TOML, with environment overrides and exact errors.
+
+Sources, later ones winning: the built-in defaults, the TOML file (`--config`), environment variables,
+and `--set key.path=value` (replay only). `FOXHUNT_DSN` and `FOXHUNT_STATE_DIR` set `journal.dsn` and
+`state.dir`; any other setting is `FOXHUNT_<SECTION>__<KEY>`, sections and keys joined by double
+underscores (`FOXHUNT_STRATEGY__EMA_CROSS__FAST=5`). Override values are read as TOML values when they
+parse as one (numbers, booleans, quoted strings) and as plain strings otherwise.
+
+An unknown key or a wrong type is a `ConfigError` naming the key path and the source it came from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tomllib
+from collections.abc import Mapping
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from foxhunt.adapters.venue_sim import SimVenueConfig
+from foxhunt.core.fixed import nanos
+from foxhunt.core.risk import RiskLimits
+from foxhunt.core.strategies import StrategyParams
+from foxhunt.errors import ConfigError
+from foxhunt.messages.market import Instrument
+
+
+class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class JournalConfig(_Section, frozen=True, kw_only=True):
+    dsn: str = ""
+    durability: Literal["before_send", "async"] = "before_send"
+    batch_max: int = 10_000
+    queue_max: int = 100_000
+
+
+class StateConfig(_Section, frozen=True, kw_only=True):
+    dir: str = ""
+
+
+class RunConfig(_Section, frozen=True, kw_only=True):
+    seed: int = 7
+    feed: str = "synthetic:seed=7,n=100000"
+
+
+class InstrumentConfig(_Section, frozen=True, kw_only=True):
+    tick_size: Decimal
+    lot_size: Decimal
+    currency: str
+    multiplier: int = 1
+
+
+DEFAULT_INSTRUMENTS = {
+    "EURUSD": InstrumentConfig(tick_size=Decimal("0.00001"), lot_size=Decimal("1000"), currency="USD"),
+    "GBPUSD": InstrumentConfig(tick_size=Decimal("0.00001"), lot_size=Decimal("1000"), currency="USD"),
+    "USDJPY": InstrumentConfig(tick_size=Decimal("0.001"), lot_size=Decimal("1000"), currency="JPY"),
+}
+
+
+class TradingConfig(_Section, frozen=True, kw_only=True):
+    """The part of the configuration that decides what the kernel does: journaled with every run,
+    digested, and what replay rebuilds the kernel from. Never holds secrets."""
+
+    seed: int
+    instruments: dict[str, InstrumentConfig]
+    strategy: StrategyParams
+    risk: RiskLimits
+    venue: SimVenueConfig
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.to_json()).hexdigest()[:16]
+
+    def to_json(self) -> bytes:
+        return msgspec.json.encode(self)
+
+    def build_instruments(self) -> dict[str, Instrument]:
+        out = {}
+        for symbol, ic in sorted(self.instruments.items()):
+            try:
+                out[symbol] = Instrument(
+                    symbol=symbol, tick_size=nanos(ic.tick_size), lot_size=nanos(ic.lot_size),
+                    currency=ic.currency, multiplier=ic.multiplier,
+                )
+            except ValueError as e:
+                raise ConfigError(f"instruments.{symbol}: {e}") from e
+        return out
+
+
+class Config(_Section, frozen=True, kw_only=True):
+    journal: JournalConfig = JournalConfig()
+    state: StateConfig = StateConfig()
+    run: RunConfig = RunConfig()
+    instruments: dict[str, InstrumentConfig] = msgspec.field(default_factory=lambda: dict(DEFAULT_INSTRUMENTS))
+    strategy: StrategyParams = StrategyParams()
+    risk: RiskLimits = RiskLimits()
+    venue: SimVenueConfig = SimVenueConfig()
+
+    def trading(self) -> TradingConfig:
+        return TradingConfig(
+            seed=self.run.seed, instruments=self.instruments, strategy=self.strategy, risk=self.risk,
+            venue=self.venue,
+        )
+
+
+ENV_ALIASES = {"FOXHUNT_DSN": ("journal", "dsn"), "FOXHUNT_STATE_DIR": ("state", "dir")}
+
+
+def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Defaults, then the file, then the environment; each stage validated, errors naming their source."""
+    env = os.environ if env is None else env
+    raw: dict[str, Any] = {}
+    if path is not None:
+        raw = read_toml(Path(path))
+        convert(raw, Config, str(path))
+    overrides = env_overrides(env)
+    for source, keys, value in overrides:
+        set_path(raw, keys, value, source)
+    where = str(path) if path else "defaults"
+    if overrides:
+        where += " with " + ", ".join(source for source, _, _ in overrides)
+    return convert(raw, Config, where)
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from e
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML: {e}") from e
+
+
+def env_overrides(env: Mapping[str, str]) -> list[tuple[str, list[str], Any]]:
+    found = []
+    for name in sorted(env):
+        if name in ENV_ALIASES:
+            found.append((name, list(ENV_ALIASES[name]), env[name]))
+        elif name.startswith("FOXHUNT_") and "__" in name:
+            keys = [k.lower() for k in name[len("FOXHUNT_"):].split("__")]
+            found.append((name, keys, parse_value(env[name])))
+    return found
+
+
+def apply_sets(raw: dict[str, Any], assignments: list[str]) -> dict[str, Any]:
+    """Apply `--set a.b.c=value` assignments to a plain dict."""
+    for item in assignments:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected key.path=value")
+        set_path(raw, key.strip().split("."), parse_value(value), f"--set {item}")
+    return raw
+
+
+def set_path(raw: dict[str, Any], keys: list[str], value: Any, source: str) -> None:
+    node = raw
+    for key in keys[:-1]:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{source}: {'.'.join(keys)} goes through {key!r}, which is not a section")
+        node = child
+    node[keys[-1]] = value
+
+
+def parse_value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def convert(raw: dict[str, Any], cls: type, where: str):
+    try:
+        return msgspec.convert(raw, cls, strict=False)
+    except msgspec.ValidationError as e:
+        message, _, path = str(e).partition(" - at `$")
+        key = path.rstrip("`").lstrip(".").replace("[...]", ".*").replace("[", ".").replace("]", "")
+        raise ConfigError(f"{where}: {key + ': ' if key else ''}{message}") from e
+
+
+def trading_from_json(data: bytes, sets: list[str] | None = None) -> TradingConfig:
+    """Rebuild a recorded TradingConfig, optionally with `--set` what-if overrides."""
+    raw = msgspec.json.decode(data)
+    if sets:
+        apply_sets(raw, sets)
+    return convert(raw, TradingConfig, "recorded config" + (" with --set" if sets else ""))

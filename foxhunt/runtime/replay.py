@@ -1,0 +1,156 @@
+"""Replay a journal: verify it byte for byte, backtest it through the simulated venue, or rebuild state.
+
+- verify: every recorded input, venue reports included, goes through a fresh kernel built from the
+  recorded configuration (or a `--set` variant); what the kernel derives must equal, byte for byte, the
+  derived events recorded behind that input. The first difference stops the replay.
+- backtest: only the inputs from outside the venue (market data, operators, timers, run markers) go
+  through a fresh kernel and a fresh simulated venue, with the trading loop that paper trading uses.
+- recover: a daemon restarting on a journal feeds its inputs through the kernel to rebuild its state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from contextlib import aclosing
+
+import msgspec
+
+from foxhunt.adapters.venue_sim import SimVenue
+from foxhunt.config import TradingConfig, trading_from_json
+from foxhunt.core.kernel import Kernel
+from foxhunt.core.risk import PreTradeGate
+from foxhunt.core.strategies import build_strategy
+from foxhunt.errors import JournalMismatch, VerificationFailed
+from foxhunt.messages import codec
+from foxhunt.messages.market import Bar, QuoteTick, TradeTick
+from foxhunt.messages.system import RunStarted, VenueConnected, VenueDisconnected
+from foxhunt.ports import JournalStore, Record
+from foxhunt.runtime.clock import EventClock
+from foxhunt.runtime.loop import DiscardingJournal, TradingLoop
+from foxhunt.runtime.summary import summarize
+
+MARKET_DATA = (QuoteTick, TradeTick, Bar)
+FROM_VENUE = frozenset(codec.VENUE_REPORT_KINDS | {VenueConnected.__name__, VenueDisconnected.__name__})
+
+
+def build_kernel(trading: TradingConfig) -> Kernel:
+    return Kernel(trading.build_instruments(), [build_strategy(trading.strategy)], PreTradeGate(trading.risk))
+
+
+async def recorded_config(store: JournalStore, name: str) -> RunStarted:
+    """The journal's first record, which every run writes first."""
+    async with aclosing(store.read(name, 1, 1)) as records:
+        async for record in records:
+            if isinstance(record.message, RunStarted):
+                return record.message
+            raise JournalMismatch(f"journal {name!r} does not start with RunStarted (found {type(record.message).__name__})")
+    raise JournalMismatch(f"journal {name!r} is empty")
+
+
+async def trading_config(store: JournalStore, name: str, sets: list[str] | None, override: TradingConfig | None):
+    if override is not None:
+        return override if not sets else trading_from_json(override.to_json(), sets)
+    started = await recorded_config(store, name)
+    return trading_from_json(started.config, sets)
+
+
+def _show(seq: int | str, message: object) -> str:
+    return f"  seq {seq}: {msgspec.json.encode(message).decode()}"
+
+
+class Verifier:
+    """Compares, record by record, what a fresh kernel derives with what the journal recorded."""
+
+    def __init__(self, name: str, kernel: Kernel) -> None:
+        self.name = name
+        self.kernel = kernel
+        self.events = self.inputs = self.compared = 0
+        self.expected: deque[bytes] = deque()
+        self.cause: Record | None = None
+
+    def feed(self, record: Record) -> None:
+        self.events += 1
+        if record.causation is None:
+            if self.expected:
+                raise self._diverged(None, f"replay derived more events before input seq {record.seq}")
+            self.cause = record
+            self.inputs += 1
+            step = self.kernel.handle(record.seq, record.message)
+            if step.derived:
+                encode = codec.encode
+                self.expected.extend(encode(e) for e in step.derived)
+            return
+        if self.cause is None or record.causation != self.cause.seq:
+            raise self._diverged(record, f"seq {record.seq} names input {record.causation} as its cause")
+        if not self.expected:
+            raise self._diverged(record, f"the journal has derived event seq {record.seq} that replay did not derive")
+        self.compared += 1
+        if self.expected[0] != record.payload:
+            raise self._diverged(record, f"derived event seq {record.seq} differs")
+        self.expected.popleft()
+
+    def finish(self) -> None:
+        if self.expected:
+            raise self._diverged(None, "replay derived more events at the end of the journal")
+
+    def _diverged(self, recorded: Record | None, what: str) -> VerificationFailed:
+        lines = [f"replay of journal {self.name!r} diverged: {what}"]
+        if self.cause is not None:
+            lines.append(f"caused by input seq {self.cause.seq} ({type(self.cause.message).__name__})")
+        lines.append("recorded:" if recorded else "recorded: nothing")
+        if recorded:
+            lines.append(_show(recorded.seq, recorded.message))
+        lines.append("replayed:" if self.expected else "replayed: nothing")
+        if self.expected:
+            lines.append(_show("-", codec.decode(self.expected[0])))
+        return VerificationFailed("\n".join(lines))
+
+
+async def verify(store: JournalStore, name: str, trading: TradingConfig) -> dict[str, object]:
+    verifier = Verifier(name, build_kernel(trading))
+    started = time.perf_counter()
+    async with aclosing(store.read(name)) as records:
+        async for record in records:
+            verifier.feed(record)
+    verifier.finish()
+    return summarize(
+        verifier.kernel, events=verifier.events, seconds=time.perf_counter() - started, journal=name,
+        mode="verify", inputs=verifier.inputs, verified=verifier.compared,
+    )
+
+
+async def backtest(store: JournalStore, name: str, trading: TradingConfig) -> dict[str, object]:
+    kernel = build_kernel(trading)
+    clock = EventClock()
+    venue = SimVenue(kernel.instruments, trading.venue, clock)
+    loop = TradingLoop(kernel, venue, DiscardingJournal())
+    started = time.perf_counter()
+    events = 0
+    async with aclosing(store.read(name)) as records:
+        async for record in records:
+            events += 1
+            if record.causation is not None or type(record.message).__name__ in FROM_VENUE:
+                continue
+            msg = record.message
+            clock.set(msg.ts_init)
+            if isinstance(msg, MARKET_DATA):
+                await loop.market(msg)
+            else:
+                await loop.submit(msg)
+                if isinstance(msg, RunStarted):
+                    for connected in venue.connect():
+                        await loop.submit(connected)
+    seconds = time.perf_counter() - started
+    return summarize(kernel, events=events, seconds=seconds, journal=name, mode="backtest", inputs=loop.inputs)
+
+
+async def recover(store: JournalStore, name: str, kernel: Kernel, upto: int) -> int:
+    """Feed the journal's inputs up to `upto` through `kernel`; return how many there were."""
+    inputs = 0
+    async with aclosing(store.read(name, 1, upto)) as records:
+        async for record in records:
+            if record.causation is None:
+                kernel.handle(record.seq, record.message)
+                inputs += 1
+    return inputs
