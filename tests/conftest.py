@@ -1,0 +1,57 @@
+"""Shared fixtures. The PostgreSQL tests run against a real, throwaway cluster that this session starts
+in a temporary state directory; if it cannot start, the tests that need it fail (they never skip)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+
+import anyio
+import pytest
+
+from foxhunt.adapters.pg import migrate
+from foxhunt.adapters.pg_embedded import EmbeddedCluster
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def state_dir():
+    # Short and world-traversable: the socket path must fit in 107 bytes, and when the tests run as root
+    # the cluster belongs to the `foxhunt` system user, who must be able to enter this directory.
+    path = Path(tempfile.mkdtemp(prefix="fh-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def cluster(state_dir):
+    cluster = EmbeddedCluster(state_dir)
+    cluster.start()  # raises EmbeddedDatabaseError: the session's PostgreSQL tests then fail, loudly
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_dsn(cluster):
+    anyio.run(migrate, cluster.dsn)
+    return cluster.dsn
+
+
+@pytest.fixture
+def journal_name():
+    return f"test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def cli_env(state_dir, pg_dsn):
+    """Environment for `foxhunt` subprocesses: the session's cluster, logs as JSON."""
+    env = dict(os.environ)
+    env["FOXHUNT_STATE_DIR"] = str(state_dir)
+    env.pop("FOXHUNT_DSN", None)
+    return env

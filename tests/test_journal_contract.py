@@ -1,0 +1,125 @@
+"""One contract, every journal implementation: in-memory and PostgreSQL alike."""
+
+from __future__ import annotations
+
+from contextlib import aclosing
+
+import anyio
+import pytest
+
+from foxhunt.adapters.journal_memory import MemoryJournalStore
+from foxhunt.adapters.journal_postgres import PostgresJournalStore
+from foxhunt.errors import JournalLocked, JournalMismatch, JournalNotFound
+from foxhunt.messages import codec
+from foxhunt.messages.orders import OrderSubmitted
+from tests.fakes import quote
+
+META = dict(config=b'{"seed": 1}', config_digest="digest-a", fingerprint={"python": "3"})
+
+
+@pytest.fixture(params=["memory", "postgres"])
+def store(request):
+    if request.param == "memory":
+        return MemoryJournalStore()
+    dsn = request.getfixturevalue("pg_dsn")
+    # small batches and queue, so the tests cross batch boundaries and hit back-pressure
+    return PostgresJournalStore(dsn, batch_max=7, queue_max=20)
+
+
+async def collect(records) -> list:
+    async with aclosing(records) as it:
+        return [r async for r in it]
+
+
+async def append_quotes(writer, n: int, start_ts: int = 1) -> list[int]:
+    seqs = []
+    for i in range(n):
+        seq = await writer.append(quote(start_ts + i, "1.1", "1.1002"))
+        seqs.append(seq)
+        seqs.append(await writer.append(OrderSubmitted(ts_event=i, ts_init=i, order_id=f"o{i}", symbol="X"), seq))
+    return seqs
+
+
+async def test_sequence_numbers_are_gap_free_and_reads_return_everything_in_order(store, journal_name):
+    async with store.writer(journal_name, **META) as writer:
+        assert writer.last_seq == 0
+        seqs = await append_quotes(writer, 25)
+        await writer.flush()
+    assert seqs == list(range(1, 51))
+    records = await collect(store.read(journal_name))
+    assert [r.seq for r in records] == seqs
+    assert [r.causation for r in records[:4]] == [None, 1, None, 3]
+    assert records[0].message == quote(1, "1.1", "1.1002")
+    assert all(codec.encode(r.message) == r.payload for r in records)
+
+
+async def test_read_from_a_position_with_a_limit(store, journal_name):
+    async with store.writer(journal_name, **META) as writer:
+        await append_quotes(writer, 10)
+    assert [r.seq for r in await collect(store.read(journal_name, 5, 3))] == [5, 6, 7]
+    assert [r.seq for r in await collect(store.read(journal_name, 19))] == [19, 20]
+    assert await collect(store.read(journal_name, 21)) == []
+
+
+async def test_a_reopened_journal_continues_its_numbering(store, journal_name):
+    async with store.writer(journal_name, **META) as writer:
+        await append_quotes(writer, 3)
+    async with store.writer(journal_name, **META) as writer:
+        assert writer.last_seq == 6
+        assert await writer.append(quote(99, "1.1", "1.2")) == 7
+    info = await store.info(journal_name)
+    assert (info.name, info.last_seq, info.config_digest) == (journal_name, 7, "digest-a")
+    assert journal_name in [i.name for i in await store.list()]
+
+
+async def test_a_second_writer_is_refused_while_the_first_holds_the_journal(store, journal_name):
+    async with store.writer(journal_name, **META):
+        with pytest.raises(JournalLocked, match="held by another writer"):
+            async with store.writer(journal_name, **META):
+                pass
+    async with store.writer(journal_name, **META):  # released on exit
+        pass
+
+
+async def test_a_different_configuration_is_refused(store, journal_name):
+    async with store.writer(journal_name, **META):
+        pass
+    with pytest.raises(JournalMismatch, match="digest-a"):
+        async with store.writer(journal_name, **{**META, "config_digest": "digest-b"}):
+            pass
+
+
+async def test_unknown_journal_is_named_in_the_error(store):
+    with pytest.raises(JournalNotFound, match="'no-such-journal'"):
+        await store.info("no-such-journal")
+    with pytest.raises(JournalNotFound):
+        await collect(store.read("no-such-journal"))
+
+
+async def test_tail_follows_new_records_as_they_are_committed(store, journal_name):
+    async with store.writer(journal_name, **META) as writer:
+        await append_quotes(writer, 2)
+        await writer.flush()
+        seen = []
+
+        async def follow():
+            async with aclosing(store.tail(journal_name, 3)) as records:
+                async for record in records:
+                    seen.append(record.seq)
+                    if record.seq == 8:
+                        return
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follow)
+            await anyio.sleep(0.05)
+            await append_quotes(writer, 2)
+            await writer.flush()
+    assert seen == [3, 4, 5, 6, 7, 8]
+
+
+async def test_postgres_names_the_holder_of_the_lock(pg_dsn, journal_name):
+    store = PostgresJournalStore(pg_dsn)
+    async with store.writer(journal_name, **META):
+        with pytest.raises(JournalLocked, match=r"foxhunt writer pid=\d+ .*server pid \d+"):
+            async with store.writer(journal_name, **META):
+                pass

@@ -1,0 +1,138 @@
+"""The kernel: one input to quiescence, verdicts as events, deterministic ids and bytes."""
+
+from __future__ import annotations
+
+import pytest
+
+from foxhunt.core.kernel import Kernel, KernelError
+from foxhunt.messages import codec
+from foxhunt.messages.base import parse_fixed as d
+from foxhunt.messages.orders import (
+    OrderAccepted,
+    OrderDenied,
+    OrderFilled,
+    OrderSubmitted,
+    OrderType,
+    Side,
+    SubmitOrder,
+)
+from foxhunt.messages.system import AdminCommand, MarketDataFlagged, PositionChanged, TradingState, TradingStateChanged
+from tests.fakes import kernel, quote
+
+
+def buy_once(size: str = "100000"):
+    done = []
+
+    def script(q, ctx):
+        if not done:
+            done.append(ctx.submit(q.symbol, Side.BUY, d(size)))
+
+    return script
+
+
+def test_quote_without_decision_derives_nothing():
+    k, _ = kernel()
+    step = k.handle(1, quote(10, "1.1", "1.1002"))
+    assert list(step.derived) == [] and list(step.commands) == []
+
+
+def test_order_request_becomes_command_and_verdict_with_ids_from_the_sequence_number():
+    k, strategy = kernel(buy_once())
+    step = k.handle(42, quote(10, "1.1", "1.1002"))
+    cmd, verdict = step.derived
+    assert isinstance(cmd, SubmitOrder) and cmd.order_id == "scripted-42-1"
+    assert (cmd.ts_event, cmd.ts_init) == (10, 10)
+    assert isinstance(verdict, OrderSubmitted) and list(step.commands) == [cmd]
+    assert [type(e) for e in strategy.events] == [OrderSubmitted]
+
+
+def test_gate_denial_is_an_event_with_reason_and_values_and_nothing_is_sent():
+    k, _ = kernel(buy_once("2000000"), max_order_qty="1000000")
+    step = k.handle(1, quote(10, "1.1", "1.1002"))
+    denied = step.derived[-1]
+    assert isinstance(denied, OrderDenied)
+    assert denied.reason == "MAX_ORDER_QTY" and denied.detail == "qty=2000000 limit=1000000"
+    assert list(step.commands) == []
+    assert k.orders.get(denied.order_id).status.value == "DENIED"
+
+
+def test_fill_updates_the_portfolio_and_derives_a_position_event():
+    k, _ = kernel(buy_once())
+    cmd = k.handle(1, quote(10, "1.1", "1.1002")).commands[0]
+    k.handle(2, OrderAccepted(ts_event=11, ts_init=11, order_id=cmd.order_id, symbol="EURUSD", venue_order_id="v"))
+    fill = OrderFilled(ts_event=12, ts_init=12, order_id=cmd.order_id, symbol="EURUSD", side=Side.BUY,
+                       trade_id="t1", last_qty=d("100000"), last_price=d("1.1002"), leaves_qty=0,
+                       commission=d("2.2"))
+    (position,) = k.handle(3, fill).derived
+    assert isinstance(position, PositionChanged)
+    assert position.quantity == d("100000") and position.avg_price == d("1.1002")
+    assert position.commissions == d("2.2")
+
+
+def test_crossed_and_locked_quotes_are_flagged_and_not_traded_on():
+    k, strategy = kernel(buy_once())
+    for bid, ask, reason in (("1.1003", "1.1001", "crossed quote"), ("1.1", "1.1", "locked quote")):
+        (flag,) = k.handle(1, quote(10, bid, ask)).derived
+        assert isinstance(flag, MarketDataFlagged) and flag.reason == reason
+    assert not k.orders.by_id and "EURUSD" not in k.quotes
+
+
+def test_admin_halt_denies_new_orders_and_resume_allows_them():
+    k, _ = kernel(lambda q, ctx: ctx.submit(q.symbol, Side.BUY, d("1000")))
+    halt = AdminCommand(ts_event=1, ts_init=1, command="halt", operator="ops", reason="test")
+    (changed,) = k.handle(1, halt).derived
+    assert isinstance(changed, TradingStateChanged) and changed.state is TradingState.HALTED
+    assert "admin halt by ops: test" == changed.cause
+    assert k.handle(2, quote(10, "1.1", "1.1002")).derived[-1].reason == "TRADING_HALTED"
+    k.handle(3, AdminCommand(ts_event=2, ts_init=2, command="resume", operator="ops"))
+    assert isinstance(k.handle(4, quote(11, "1.1", "1.1002")).derived[-1], OrderSubmitted)
+
+
+def test_kill_cancels_working_orders_and_halts():
+    k, _ = kernel(buy_once())
+    cmd = k.handle(1, quote(10, "1.1", "1.1002")).commands[0]
+    step = k.handle(2, AdminCommand(ts_event=2, ts_init=2, command="kill", operator="ops"))
+    assert [type(e).__name__ for e in step.derived] == ["TradingStateChanged", "CancelOrder"]  # halt first
+    assert step.commands[0].order_id == cmd.order_id
+    assert k.state is TradingState.HALTED
+
+
+def test_reducing_state_allows_only_orders_that_reduce():
+    k, _ = kernel(lambda q, ctx: ctx.submit(q.symbol, Side.SELL, d("1000")))
+    k.handle(1, AdminCommand(ts_event=1, ts_init=1, command="reduce"))
+    assert k.handle(2, quote(10, "1.1", "1.1002")).derived[-1].reason == "TRADING_REDUCING"
+
+
+def test_unknown_input_or_admin_command_is_a_bug():
+    k, _ = kernel()
+    with pytest.raises(KernelError, match="does not handle"):
+        k.handle(1, OrderSubmitted(ts_event=1, ts_init=1, order_id="x", symbol="EURUSD"))
+    with pytest.raises(KernelError, match="unknown admin command 'dance'"):
+        k.handle(1, AdminCommand(ts_event=1, ts_init=1, command="dance"))
+
+
+def test_a_strategy_that_never_stops_asking_is_stopped():
+    def greedy_forever(q, ctx):
+        ctx.submit(q.symbol, Side.BUY, d("1000"))
+
+    k, strategy = kernel(greedy_forever)
+    strategy.on_order_event = lambda event, order, ctx: ctx.submit("EURUSD", Side.BUY, d("1000"))
+    with pytest.raises(KernelError, match="still produced requests"):
+        k.handle(1, quote(10, "1.1", "1.1002"))
+
+
+def test_same_inputs_give_byte_identical_outputs():
+    from foxhunt.adapters.feeds.synthetic import SyntheticFeed
+    from foxhunt.core.risk import PreTradeGate, RiskLimits
+    from foxhunt.core.strategies import StrategyParams, build_strategy
+    from tests.fakes import INSTRUMENTS, Clock
+
+    def run() -> list[bytes]:
+        k = Kernel(INSTRUMENTS, [build_strategy(StrategyParams())], PreTradeGate(RiskLimits()))
+        out = []
+        for seq, q in enumerate(SyntheticFeed(3, 5000, INSTRUMENTS["EURUSD"], d("1.1"), Clock()), 1):
+            out.extend(codec.encode(e) for e in k.handle(seq, q).derived)
+        return out
+
+    first = run()
+    assert first and first == run()
