@@ -1,7 +1,8 @@
 """Configuration: frozen Structs loaded from TOML, with environment overrides and exact errors.
 
-Sources, later ones winning: the built-in defaults, the TOML file (`--config`), environment variables,
-and `--set key.path=value` (replay only). `FOXHUNT_DSN` and `FOXHUNT_STATE_DIR` set `journal.dsn` and
+Sources, later ones winning, each merged into the one before (sections merge, values replace): the
+built-in defaults, the TOML file (`--config`), environment variables, and `--set key.path=value` (replay
+only). Instruments in a file are added to the built-in ones. `FOXHUNT_DSN` and `FOXHUNT_STATE_DIR` set `journal.dsn` and
 `state.dir`; any other setting is `FOXHUNT_<SECTION>__<KEY>`, sections and keys joined by double
 underscores (`FOXHUNT_STRATEGY__EMA_CROSS__FAST=5`). Override values are read as TOML values when they
 parse as one (numbers, booleans, quoted strings) and as plain strings otherwise.
@@ -114,13 +115,14 @@ ENV_ALIASES = {"FOXHUNT_DSN": ("journal", "dsn"), "FOXHUNT_STATE_DIR": ("state",
 def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
     """Defaults, then the file, then the environment; each stage validated, errors naming their source."""
     env = os.environ if env is None else env
-    raw: dict[str, Any] = {}
+    raw: dict[str, Any] = msgspec.to_builtins(Config())
     if path is not None:
-        raw = read_toml(Path(path))
-        convert(raw, Config, str(path))
+        from_file = read_toml(Path(path))
+        convert(from_file, Config, str(path))
+        merge(raw, from_file)
     overrides = env_overrides(env)
     for source, keys, value in overrides:
-        set_path(raw, keys, value, source)
+        set_path(raw, keys, value, source, any_case=True)
     where = str(path) if path else "defaults"
     if overrides:
         where += " with " + ", ".join(source for source, _, _ in overrides)
@@ -158,14 +160,29 @@ def apply_sets(raw: dict[str, Any], assignments: list[str]) -> dict[str, Any]:
     return raw
 
 
-def set_path(raw: dict[str, Any], keys: list[str], value: Any, source: str) -> None:
+def merge(base: dict[str, Any], update: dict[str, Any]) -> None:
+    """Deep-merge `update` into `base`: sections merge, values replace."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merge(base[key], value)
+        else:
+            base[key] = value
+
+
+def set_path(raw: dict[str, Any], keys: list[str], value: Any, source: str, any_case: bool = False) -> None:
+    """Set raw[k1][k2]... = value. Environment names are upper case, so `any_case` matches existing keys
+    (instrument symbols among them) regardless of case."""
     node = raw
-    for key in keys[:-1]:
+    for i, key in enumerate(keys):
+        if any_case:
+            key = next((k for k in node if k.lower() == key.lower()), key)
+        if i == len(keys) - 1:
+            node[key] = value
+            return
         child = node.setdefault(key, {})
         if not isinstance(child, dict):
             raise ConfigError(f"{source}: {'.'.join(keys)} goes through {key!r}, which is not a section")
         node = child
-    node[keys[-1]] = value
 
 
 def parse_value(text: str) -> Any:

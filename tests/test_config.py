@@ -1,0 +1,77 @@
+"""Configuration: defaults, files, environment overrides, and errors that name the key and source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from foxhunt import config
+from foxhunt.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_shipped_config_file_loads_and_equals_the_defaults():
+    assert config.load(ROOT / "config" / "foxhunt.toml", env={}) == config.load(None, env={})
+
+
+def test_file_values_and_environment_overrides(tmp_path):
+    path = tmp_path / "f.toml"
+    path.write_text('[strategy]\nname = "zscore"\n[strategy.zscore]\nwindow = 50\n')
+    cfg = config.load(path, env={"FOXHUNT_STRATEGY__ZSCORE__ENTRY_Z": "2.5", "FOXHUNT_DSN": "host=db dbname=x"})
+    assert cfg.strategy.name == "zscore"
+    assert (cfg.strategy.zscore.window, cfg.strategy.zscore.entry_z) == (50, 2.5)
+    assert cfg.journal.dsn == "host=db dbname=x"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[journal]\nbatchmax = 5\n", r"f\.toml: journal: Object contains unknown field `batchmax`"),
+        ("[strategy.ema_cross]\nfast = 'ten'\n", r"f\.toml: strategy\.ema_cross\.fast: Expected `int`, got `str`"),
+        ("[strategy.ema_cross]\nfast = 50\n", r"f\.toml: strategy\.ema_cross: ema_cross needs 0 < fast < slow"),
+        ("[journal]\ndurability = 'whenever'\n", r"f\.toml: journal\.durability: Invalid enum value 'whenever'"),
+        ("[instruments.EURUSD]\ntick_size = 'x'\nlot_size = 1\ncurrency = 'USD'\n", r"instruments\.\*\.tick_size"),
+        ("surprise = 1\n", r"f\.toml: Object contains unknown field `surprise`"),
+        ("[journal\n", r"f\.toml: invalid TOML"),
+    ],
+)
+def test_bad_files_name_the_file_and_the_key(tmp_path, text, message):
+    path = tmp_path / "f.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        config.load(path, env={})
+
+
+def test_bad_environment_override_names_the_variable():
+    with pytest.raises(ConfigError, match=r"FOXHUNT_RISK__MAX_ORDER_QTY: risk\.max_order_qty"):
+        config.load(None, env={"FOXHUNT_RISK__MAX_ORDER_QTY": "lots"})
+
+
+def test_missing_config_file_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config file .*nope.toml"):
+        config.load(tmp_path / "nope.toml", env={})
+
+
+def test_replay_set_overrides_and_their_errors():
+    trading = config.load(None, env={}).trading()
+    changed = config.trading_from_json(trading.to_json(), ["strategy.ema_cross.fast=5", "risk.max_order_qty=5000"])
+    assert changed.strategy.ema_cross.fast == 5 and str(changed.risk.max_order_qty) == "5000"
+    assert changed.digest() != trading.digest()
+    assert config.trading_from_json(trading.to_json()).digest() == trading.digest()
+    with pytest.raises(ConfigError, match="expected key.path=value"):
+        config.trading_from_json(trading.to_json(), ["strategy.ema_cross.fast"])
+    with pytest.raises(ConfigError, match="unknown field `nope`"):
+        config.trading_from_json(trading.to_json(), ["strategy.nope=1"])
+
+
+def test_instrument_sizes_with_too_many_decimals_are_refused():
+    cfg = config.load(None, env={"FOXHUNT_INSTRUMENTS__EURUSD__TICK_SIZE": "0.0000000001"})
+    with pytest.raises(ConfigError, match="instruments.EURUSD: more than 9 decimal places"):
+        cfg.trading().build_instruments()
+
+
+def test_the_trading_config_never_carries_the_dsn():
+    cfg = config.load(None, env={"FOXHUNT_DSN": "host=db password=secret"})
+    assert b"secret" not in cfg.trading().to_json()
