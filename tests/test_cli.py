@@ -1,0 +1,164 @@
+"""End to end: the `foxhunt` command in subprocesses, against the session's PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import SHARED_DATA
+
+pytestmark = pytest.mark.postgres
+
+
+def foxhunt(*args: str, env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "foxhunt", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def ok(*args: str, env: dict) -> subprocess.CompletedProcess:
+    done = foxhunt(*args, env=env)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def summary(*args: str, env: dict) -> dict:
+    return json.loads(ok(*args, "--json", env=env).stdout)
+
+
+def journal_lines(name: str, env: dict) -> list[str]:
+    return ok("journal", "show", name, env=env).stdout.splitlines()
+
+
+@pytest.mark.parametrize("clock", ["wall", "feed"])
+def test_run_then_verify_reproduces_every_derived_event(cli_env, journal_name, clock):
+    run = summary("run", "--journal", journal_name, "--feed", "synthetic:seed=11,n=6000", "--clock", clock,
+                  env=cli_env)
+    assert run["stopped"] == "feed ended" and run["orders"] > 20 and run["fills"] > 20
+    verify = summary("replay", journal_name, "--verify", env=cli_env)
+    assert verify["verified"] >= 3 * run["orders"]  # command, verdict and position change at least
+    for key in ("orders", "fills", "pnl", "max_drawdown", "positions"):
+        assert verify[key] == run[key], key
+    backtest = summary("replay", journal_name, env=cli_env)
+    assert backtest["mode"] == "backtest" and backtest["orders"] == run["orders"]
+
+
+def test_a_changed_strategy_parameter_fails_verify_at_the_first_differing_event(cli_env, journal_name):
+    ok("run", "--journal", journal_name, "--feed", "synthetic:seed=11,n=3000", "--clock", "feed", env=cli_env)
+    done = foxhunt("replay", journal_name, "--verify", "--set", "strategy.ema_cross.slow=41", env=cli_env)
+    assert done.returncode == 1
+    assert "diverged" in done.stderr and "recorded:" in done.stderr and "replayed:" in done.stderr
+    cause = int(re.search(r"caused by input seq (\d+)", done.stderr).group(1))
+    # The first recorded decision is where the recording and a slower EMA can first part; replay stops
+    # there or earlier (where the changed kernel decided first), never later.
+    first_recorded = next(line for line in journal_lines(journal_name, cli_env) if "\tSubmitOrder\t" in line)
+    assert cause <= int(first_recorded.split("\t")[1])
+    # a what-if backtest with the same change runs and reports its own result
+    assert summary("replay", journal_name, "--set", "strategy.ema_cross.slow=41", env=cli_env)["mode"] == "backtest"
+
+
+def test_two_feed_clock_runs_of_the_same_feed_and_seed_record_the_same_events(cli_env, journal_name):
+    a, b = f"{journal_name}-a", f"{journal_name}-b"
+    for name in (a, b):
+        ok("run", "--journal", name, "--feed", "synthetic:seed=3,n=2000", "--clock", "feed", env=cli_env)
+    assert journal_lines(a, cli_env) == journal_lines(b, cli_env)
+
+
+def test_a_second_writer_is_refused_and_sigterm_stops_cleanly(cli_env, journal_name):
+    first = subprocess.Popen(
+        [sys.executable, "-m", "foxhunt", "run", "--journal", journal_name, "--feed", "synthetic:seed=1,n=100000000",
+         "--duration", "60", "--json"],
+        env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while journal_name not in foxhunt("journal", "list", env=cli_env).stdout:
+            assert time.monotonic() < deadline and first.poll() is None, "first writer did not start"
+            time.sleep(0.2)
+        second = foxhunt("run", "--journal", journal_name, "--feed", "synthetic:n=10", env=cli_env)
+        assert second.returncode == 2
+        assert f"journal '{journal_name}' is held by another writer: foxhunt writer pid={first.pid}" in second.stderr
+    finally:
+        first.send_signal(signal.SIGTERM)
+        out, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    assert json.loads(out)["stopped"] == "signal SIGTERM"
+    last = journal_lines(journal_name, cli_env)[-1]
+    assert "\tRunStopped\t" in last and "signal SIGTERM" in last
+    assert summary("replay", journal_name, "--verify", env=cli_env)["events"] == json.loads(out)["last_seq"]
+
+
+def test_a_restarted_run_recovers_and_the_whole_journal_still_verifies(cli_env, journal_name):
+    first = summary("run", "--journal", journal_name, "--feed", "synthetic:seed=4,n=5000", "--clock", "feed",
+                    "--max-events", "2000", env=cli_env)
+    assert first["stopped"] == "max-events"
+    second = summary("run", "--journal", journal_name, "--feed", "synthetic:seed=9,n=1500", "--clock", "feed",
+                     env=cli_env)
+    assert second["orders"] > first["orders"]  # the kernel resumed with the first run's orders
+    assert summary("replay", journal_name, "--verify", env=cli_env)["events"] == second["last_seq"]
+
+
+def test_zscore_strategy_with_limit_orders_verifies(cli_env, journal_name, tmp_path):
+    config = tmp_path / "z.toml"
+    config.write_text('[strategy]\nname = "zscore"\n[strategy.zscore]\nwindow = 30\nentry_z = 1.5\n')
+    run = summary("run", "--config", str(config), "--journal", journal_name, "--feed", "synthetic:seed=2,n=8000",
+                  "--clock", "feed", env=cli_env)
+    assert run["orders"] > 10
+    assert "OrderCanceled" in "".join(journal_lines(journal_name, cli_env))  # ttl cancels happened
+    summary("replay", journal_name, "--verify", env=cli_env)
+
+
+@pytest.mark.skipif(not SHARED_DATA.exists(), reason="../shared/data is not beside this checkout")
+@pytest.mark.parametrize("name", ["histdata-eurusd-ticks-2020-01-01.csv", "fxcm-gbpusd-m1-bid-2012.csv",
+                                  "truefx-usdjpy-ticks-2013.csv"])
+def test_real_market_data_runs_and_verifies(cli_env, journal_name, name):
+    run = summary("run", "--journal", journal_name, "--feed", f"csv:{SHARED_DATA / name}", "--clock", "feed",
+                  env=cli_env)
+    assert run["orders"] > 0
+    assert summary("replay", journal_name, "--verify", env=cli_env)["verified"] > 0
+
+
+def test_a_bad_row_mid_file_stops_the_run_cleanly_and_is_recorded(cli_env, journal_name, tmp_path):
+    rows = "".join(f"2020-01-01 00:00:{i:02d}+00:00,1.1000{i % 3},1.1001{i % 7}\n" for i in range(50))
+    path = tmp_path / "eurusd.csv"
+    path.write_text("timestamp,bid,ask\n" + rows + "2020-01-01 00:01:00+00:00,nan,1.1\n")
+    done = foxhunt("run", "--journal", journal_name, "--feed", f"csv:{path}", env=cli_env)
+    assert done.returncode == 2 and f"{path}:52: bid: not a decimal number: 'nan'" in done.stderr
+    assert "feed error" in journal_lines(journal_name, cli_env)[-1]
+    skipped = summary("run", "--journal", f"{journal_name}-skip", "--feed", f"csv:{path}", "--on-bad-row", "skip",
+                      env=cli_env)
+    assert skipped["stopped"] == "feed ended"
+    assert any("\tFeedGap\t" in line for line in journal_lines(f"{journal_name}-skip", cli_env))
+
+
+def test_errors_exit_2_with_a_message(cli_env, tmp_path):
+    done = foxhunt("replay", "no-such-journal", "--verify", env=cli_env)
+    assert done.returncode == 2 and "no journal named 'no-such-journal'" in done.stderr
+    assert foxhunt("run", env=cli_env).returncode == 2  # usage: --journal is required
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[strategy]\nnmae = 'x'\n")
+    done = foxhunt("run", "--journal", "x", "--config", str(bad), env=cli_env)
+    assert done.returncode == 2 and f"{bad}: strategy: Object contains unknown field `nmae`" in done.stderr
+    done = foxhunt("run", "--journal", "x", "--feed", "csv:/nonexistent.csv", env=cli_env)
+    assert done.returncode == 2 and "/nonexistent.csv: cannot read" in done.stderr
+
+
+def test_an_unreachable_database_is_named_without_its_password(cli_env):
+    env = {**cli_env, "FOXHUNT_DSN": "host=127.0.0.1 port=9 dbname=ledger user=trader password=hunter2"}
+    done = foxhunt("journal", "list", env=env)
+    assert done.returncode == 2
+    assert "host=127.0.0.1 port=9 dbname=ledger user=trader" in done.stderr
+    assert "hunter2" not in done.stderr + done.stdout
+
+
+def test_db_commands(cli_env, state_dir):
+    assert ok("db", "status", env=cli_env).stdout.startswith("running")
+    assert ok("db", "dsn", env=cli_env).stdout.strip() == (
+        f"host={state_dir.resolve()}/pg/run port=5432 dbname=foxhunt user=foxhunt"
+    )
+    assert "migration" in ok("db", "migrate", env=cli_env).stdout
