@@ -146,16 +146,16 @@ def cmd_journal(args: argparse.Namespace, cfg: config.Config) -> int:
             return
         if args.action == "show":
             await store.info(args.journal)
-            async with aclosing(store.read(args.journal, args.from_seq, args.limit)) as records:
-                async for record in records:
-                    print(_format_record(record))
+            async with aclosing(store.read(args.journal, args.from_seq, args.limit)) as pages:
+                async for page in pages:
+                    print("\n".join(_format_record(record) for record in page))
             return
         info = await store.info(args.journal)
         start = max(1, info.last_seq - args.count + 1)
-        records = store.tail(args.journal, start) if args.follow else store.read(args.journal, start)
-        async with aclosing(records):
-            async for record in records:
-                print(_format_record(record), flush=args.follow)
+        pages = store.tail(args.journal, start) if args.follow else store.read(args.journal, start)
+        async with aclosing(pages):
+            async for page in pages:
+                print("\n".join(_format_record(record) for record in page), flush=args.follow)
 
     try:
         _run_async(go)

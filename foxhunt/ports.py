@@ -11,6 +11,9 @@ from foxhunt.messages.base import Input, Message
 from foxhunt.messages.orders import CancelOrder, ReplaceOrder, SubmitOrder
 
 
+PAGE_SIZE = 10_000
+
+
 class Record(NamedTuple):
     """One journaled message. `causation` is the sequence number of the input that derived it, or
     None for an input. `payload` is the message exactly as stored (what `--verify` compares)."""
@@ -31,9 +34,14 @@ class JournalInfo(NamedTuple):
 
 
 class JournalWriter(abc.ABC):
-    """The single writer of one journal. Sequence numbers are assigned at append, gap-free."""
+    """The single writer of one journal. Sequence numbers are assigned at append, gap-free.
+
+    `append` only numbers and queues, so it is synchronous and cheap; the caller owns back-pressure:
+    before appending an input it checks `backlogged` and, if set, awaits `relieve()`.
+    """
 
     name: str
+    backlogged: bool = False
 
     @property
     @abc.abstractmethod
@@ -41,8 +49,11 @@ class JournalWriter(abc.ABC):
         """The sequence number of the last appended message (0 for an empty journal)."""
 
     @abc.abstractmethod
-    async def append(self, message: Message, causation: int | None = None) -> int:
-        """Queue a message and return its sequence number; waits only when the queue is full."""
+    def append(self, message: Message, causation: int | None = None) -> int:
+        """Queue a message and return its sequence number."""
+
+    async def relieve(self) -> None:
+        """Let the writer take what is queued; wait while the queue is full."""
 
     @abc.abstractmethod
     async def flush(self) -> None:
@@ -67,11 +78,12 @@ class JournalStore(abc.ABC):
     async def list(self) -> list[JournalInfo]: ...
 
     @abc.abstractmethod
-    def read(self, name: str, from_seq: int = 1, limit: int | None = None) -> AsyncIterator[Record]:
-        """Records in sequence order, streamed (memory stays flat however long the journal is)."""
+    def read(self, name: str, from_seq: int = 1, limit: int | None = None) -> AsyncIterator[list[Record]]:
+        """Records in sequence order, in pages of at most PAGE_SIZE: memory stays flat however long the
+        journal is, and the consumer's per-record loop stays synchronous."""
 
     @abc.abstractmethod
-    def tail(self, name: str, from_seq: int = 1) -> AsyncIterator[Record]:
+    def tail(self, name: str, from_seq: int = 1) -> AsyncIterator[list[Record]]:
         """Like read, but waits for new records instead of ending."""
 
     async def aclose(self) -> None:

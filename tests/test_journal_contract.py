@@ -19,24 +19,26 @@ META = dict(config=b'{"seed": 1}', config_digest="digest-a", fingerprint={"pytho
 
 @pytest.fixture(params=["memory", "postgres"])
 def store(request):
+    # small pages, batches and queue, so the tests cross page and batch boundaries and hit back-pressure
     if request.param == "memory":
-        return MemoryJournalStore()
+        return MemoryJournalStore(page_size=4)
     dsn = request.getfixturevalue("pg_dsn")
-    # small batches and queue, so the tests cross batch boundaries and hit back-pressure
-    return PostgresJournalStore(dsn, batch_max=7, queue_max=20)
+    return PostgresJournalStore(dsn, batch_max=7, queue_max=20, page_size=4)
 
 
-async def collect(records) -> list:
-    async with aclosing(records) as it:
-        return [r async for r in it]
+async def collect(pages) -> list:
+    async with aclosing(pages) as it:
+        return [record async for page in it for record in page]
 
 
 async def append_quotes(writer, n: int, start_ts: int = 1) -> list[int]:
     seqs = []
     for i in range(n):
-        seq = await writer.append(quote(start_ts + i, "1.1", "1.1002"))
+        if writer.backlogged:
+            await writer.relieve()
+        seq = writer.append(quote(start_ts + i, "1.1", "1.1002"))
         seqs.append(seq)
-        seqs.append(await writer.append(OrderSubmitted(ts_event=i, ts_init=i, order_id=f"o{i}", symbol="X"), seq))
+        seqs.append(writer.append(OrderSubmitted(ts_event=i, ts_init=i, order_id=f"o{i}", symbol="X"), seq))
     return seqs
 
 
@@ -66,7 +68,7 @@ async def test_a_reopened_journal_continues_its_numbering(store, journal_name):
         await append_quotes(writer, 3)
     async with store.writer(journal_name, **META) as writer:
         assert writer.last_seq == 6
-        assert await writer.append(quote(99, "1.1", "1.2")) == 7
+        assert writer.append(quote(99, "1.1", "1.2")) == 7
     info = await store.info(journal_name)
     assert (info.name, info.last_seq, info.config_digest) == (journal_name, 7, "digest-a")
     assert journal_name in [i.name for i in await store.list()]
@@ -103,10 +105,10 @@ async def test_tail_follows_new_records_as_they_are_committed(store, journal_nam
         seen = []
 
         async def follow():
-            async with aclosing(store.tail(journal_name, 3)) as records:
-                async for record in records:
-                    seen.append(record.seq)
-                    if record.seq == 8:
+            async with aclosing(store.tail(journal_name, 3)) as pages:
+                async for page in pages:
+                    seen.extend(record.seq for record in page)
+                    if seen[-1] == 8:
                         return
 
         async with anyio.create_task_group() as tg:

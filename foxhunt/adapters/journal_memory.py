@@ -11,7 +11,7 @@ import anyio
 from foxhunt.errors import JournalLocked, JournalMismatch, JournalNotFound
 from foxhunt.messages import codec
 from foxhunt.messages.base import Message
-from foxhunt.ports import JournalInfo, JournalStore, JournalWriter, Record
+from foxhunt.ports import PAGE_SIZE, JournalInfo, JournalStore, JournalWriter, Record
 
 
 class _Journal:
@@ -33,7 +33,7 @@ class MemoryJournalWriter(JournalWriter):
     def last_seq(self) -> int:
         return len(self._journal.records)
 
-    async def append(self, message: Message, causation: int | None = None) -> int:
+    def append(self, message: Message, causation: int | None = None) -> int:
         seq = len(self._journal.records) + 1
         payload = codec.encode(message)
         self._journal.records.append(Record(seq, causation, codec.decode(payload), payload))
@@ -45,8 +45,9 @@ class MemoryJournalWriter(JournalWriter):
 
 
 class MemoryJournalStore(JournalStore):
-    def __init__(self) -> None:
+    def __init__(self, page_size: int = PAGE_SIZE) -> None:
         self._journals: dict[str, _Journal] = {}
+        self.page_size = page_size
 
     @asynccontextmanager
     async def writer(self, name: str, *, config: bytes, config_digest: str, fingerprint: dict[str, str]):
@@ -82,18 +83,20 @@ class MemoryJournalStore(JournalStore):
     async def list(self) -> list[JournalInfo]:
         return [await self.info(name) for name in sorted(self._journals)]
 
-    async def read(self, name: str, from_seq: int = 1, limit: int | None = None) -> AsyncIterator[Record]:
+    async def read(self, name: str, from_seq: int = 1, limit: int | None = None) -> AsyncIterator[list[Record]]:
         records = self._get(name).records
         end = len(records) if limit is None else min(len(records), from_seq - 1 + limit)
-        for i in range(max(from_seq, 1) - 1, end):
-            yield records[i]
+        for start in range(max(from_seq, 1) - 1, end, self.page_size):
+            yield records[start : min(start + self.page_size, end)]
 
-    async def tail(self, name: str, from_seq: int = 1) -> AsyncIterator[Record]:
+    async def tail(self, name: str, from_seq: int = 1) -> AsyncIterator[list[Record]]:
         journal = self._get(name)
         seq = max(from_seq, 1)
         while True:
             changed = journal.changed
-            while seq <= len(journal.records):
-                yield journal.records[seq - 1]
-                seq += 1
+            if seq <= len(journal.records):
+                page = journal.records[seq - 1 : seq - 1 + self.page_size]
+                seq += len(page)
+                yield page
+                continue
             await changed.wait()

@@ -22,13 +22,14 @@ from foxhunt.adapters.pg import connect, unavailable
 from foxhunt.errors import JournalLocked, JournalMismatch, JournalNotFound, JournalUnavailable
 from foxhunt.messages import codec
 from foxhunt.messages.base import Message
-from foxhunt.ports import JournalInfo, JournalStore, JournalWriter, Record
+from foxhunt.ports import PAGE_SIZE, JournalInfo, JournalStore, JournalWriter, Record
 
 LOCK_CLASS = 0x4648  # "FH": first key of the two-key advisory lock; the second is the journal id
 NOTIFY_CHANNEL = "foxhunt_events"
 _COLUMNS = ("journal_id", "seq", "kind", "ts_event", "ts_init", "causation", "correlation", "payload")
 _TYPES = ("int8", "int8", "text", "int8", "int8", "int8", "int8", "bytea")
 _COPY_IN = f"COPY events ({', '.join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+_PAGE = "SELECT seq, causation, payload FROM events WHERE journal_id = %s AND seq >= %s ORDER BY seq LIMIT %s"
 
 
 class PostgresJournalWriter(JournalWriter):
@@ -57,19 +58,25 @@ class PostgresJournalWriter(JournalWriter):
     def committed_seq(self) -> int:
         return self._committed
 
-    async def append(self, message: Message, causation: int | None = None) -> int:
+    def append(self, message: Message, causation: int | None = None) -> int:
         seq = self._next_seq
         self._next_seq = seq + 1
-        self._rows.append(
+        rows = self._rows
+        rows.append(
             (self.journal_id, seq, type(message).__name__, message.ts_event, message.ts_init, causation, None,
              codec.encode(message))
         )
-        self._have_rows.set()
-        if len(self._rows) >= self._batch_max:
-            await anyio.lowlevel.checkpoint()  # a full batch: let the writer task take it
-            while len(self._rows) >= self._queue_max:
-                await self._wait_commit()  # back-pressure: the journal sets the pace
+        if len(rows) == 1:
+            self._have_rows.set()
+        elif len(rows) >= self._batch_max:
+            self.backlogged = True
         return seq
+
+    async def relieve(self) -> None:
+        await anyio.lowlevel.checkpoint()  # a full batch: let the writer task take it
+        while len(self._rows) >= self._queue_max:
+            await self._wait_commit()  # back-pressure: the journal sets the pace
+        self.backlogged = len(self._rows) >= self._batch_max
 
     async def flush(self) -> None:
         target = self._next_seq - 1
@@ -93,6 +100,7 @@ class PostgresJournalWriter(JournalWriter):
                     del self._rows[: self._batch_max]
                 if not self._rows:
                     self._have_rows = anyio.Event()
+                self.backlogged = len(self._rows) >= self._batch_max
                 await self._write(batch)
                 self._committed = batch[-1][1]
                 woken, self._committed_event = self._committed_event, anyio.Event()
@@ -116,8 +124,11 @@ class PostgresJournalWriter(JournalWriter):
 
 
 class PostgresJournalStore(JournalStore):
-    def __init__(self, dsn: str, *, batch_max: int = 10_000, queue_max: int = 100_000) -> None:
+    def __init__(
+        self, dsn: str, *, batch_max: int = 10_000, queue_max: int = 100_000, page_size: int = PAGE_SIZE
+    ) -> None:
         self.dsn = dsn
+        self.page_size = page_size
         self.batch_max = batch_max
         self.queue_max = queue_max
 
@@ -208,35 +219,36 @@ class PostgresJournalStore(JournalStore):
         except psycopg.Error as e:
             raise unavailable(e, self.dsn, "reading the journal list") from e
 
-    async def read(self, name: str, from_seq: int = 1, limit: int | None = None) -> AsyncIterator[Record]:
+    async def read(self, name: str, from_seq: int = 1, limit: int | None = None) -> AsyncIterator[list[Record]]:
         conn = await connect(self.dsn, autocommit=True, application_name="foxhunt reader")
         try:
             async with conn:
                 journal_id = await self._journal_id(conn, name)
-                async for record in self._copy_out(conn, journal_id, from_seq, limit):
-                    yield record
+                async for page in self._pages(conn, journal_id, from_seq, limit):
+                    yield page
         except psycopg.Error as e:
             raise unavailable(e, self.dsn, f"reading journal {name!r}") from e
 
-    async def _copy_out(
+    async def _pages(
         self, conn: psycopg.AsyncConnection, journal_id: int, from_seq: int, limit: int | None
-    ) -> AsyncIterator[Record]:
-        query = sql.SQL(
-            "COPY (SELECT seq, causation, payload FROM events WHERE journal_id = {} AND seq >= {}"
-            " ORDER BY seq {}) TO STDOUT (FORMAT BINARY)"
-        ).format(
-            sql.Literal(journal_id),
-            sql.Literal(from_seq),
-            sql.SQL("LIMIT {}").format(sql.Literal(limit)) if limit is not None else sql.SQL(""),
-        )
+    ) -> AsyncIterator[list[Record]]:
+        """Keyset pages by sequence number, fetched in binary (psycopg builds the rows in C)."""
         decode = codec.decode
-        async with conn.cursor() as cur:
-            async with cur.copy(query) as copy:
-                copy.set_types(["int8", "int8", "bytea"])
-                async for seq, causation, payload in copy.rows():
-                    yield Record(seq, causation, decode(payload), payload)
+        seq, remaining = from_seq, limit
+        async with conn.cursor(binary=True) as cur:
+            while remaining is None or remaining > 0:
+                size = self.page_size if remaining is None else min(self.page_size, remaining)
+                await cur.execute(_PAGE, (journal_id, seq, size))
+                rows = await cur.fetchall()
+                if rows:
+                    yield [Record(s, c, decode(p), p) for s, c, p in rows]
+                    seq = rows[-1][0] + 1
+                if len(rows) < size:
+                    return
+                if remaining is not None:
+                    remaining -= len(rows)
 
-    async def tail(self, name: str, from_seq: int = 1) -> AsyncIterator[Record]:
+    async def tail(self, name: str, from_seq: int = 1) -> AsyncIterator[list[Record]]:
         """Follow a journal: catch up by position, then wait for the writer's NOTIFY after each batch.
         Listening starts before each catch-up read, so a batch committed in between still wakes us."""
         conn = await connect(self.dsn, autocommit=True, application_name="foxhunt tail")
@@ -246,9 +258,9 @@ class PostgresJournalStore(JournalStore):
                 await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(NOTIFY_CHANNEL)))
                 seq = from_seq
                 while True:
-                    async for record in self._copy_out(conn, journal_id, seq, None):
-                        seq = record.seq + 1
-                        yield record
+                    async for page in self._pages(conn, journal_id, seq, None):
+                        seq = page[-1].seq + 1
+                        yield page
                     async for _ in conn.notifies(timeout=1.0, stop_after=1):
                         pass
         except psycopg.Error as e:

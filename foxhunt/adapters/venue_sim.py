@@ -49,6 +49,7 @@ from foxhunt.messages.orders import (
 from foxhunt.messages.system import VenueConnected
 
 DAY_NS = 86_400 * 1_000_000_000
+_NOTHING: list[Input] = []  # shared and never appended to: what on_market returns when nothing happens
 
 
 class SimVenueConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -103,8 +104,13 @@ class SimVenue:
         return self._out
 
     def on_market(self, msg: Input) -> list[Input]:
-        self._out = []
         ts = msg.ts_event
+        if not self.pending and not self.working:  # the common case: nothing to match, only the book moves
+            if ts > self.now:
+                self.now = ts
+            self._update_book(msg)
+            return _NOTHING
+        self._out = []
         while self.pending and self.pending[0][0] <= ts:
             self.now = max(self.now, self.pending[0][0])
             self._process(self.pending.popleft()[1])
@@ -192,11 +198,15 @@ class SimVenue:
     # --- matching --------------------------------------------------------------------------------
 
     def _update_book(self, msg: Input) -> _Book | None:
+        if type(msg) is QuoteTick:
+            if not 0 < msg.bid < msg.ask:
+                return None
+            book = self.books.get(msg.symbol)
+            if book is None:
+                book = self.books[msg.symbol] = _Book()
+            book.bid, book.ask, book.bid_size, book.ask_size = msg.bid, msg.ask, msg.bid_size, msg.ask_size
+            return book
         match msg:
-            case QuoteTick(symbol=symbol, bid=bid, ask=ask) if 0 < bid < ask:
-                book = self.books.get(symbol) or self.books.setdefault(symbol, _Book())
-                book.bid, book.ask, book.bid_size, book.ask_size = bid, ask, msg.bid_size, msg.ask_size
-                return book
             case Bar(symbol=symbol, close=close):
                 book = self.books.get(symbol) or self.books.setdefault(symbol, _Book())
                 if msg.price_type is not PriceType.ASK:

@@ -75,6 +75,8 @@ class Kernel:
         self.seed: int | None = None
         self.requests: list[SubmitOrder | CancelOrder | ReplaceOrder] = []
         self.contexts = {s.strategy_id: StrategyContext(self, s) for s in strategies}
+        # resolved once: the quote path runs for every tick
+        self._quote_handlers = [(s.on_quote, self.contexts[s.strategy_id]) for s in strategies]
         self.seq = 0
         self.ts_event = 0
         self.ts_init = 0
@@ -142,8 +144,8 @@ class Kernel:
             return
         self.quotes[q.symbol] = q
         self.portfolio.mark(q.symbol, (q.bid + q.ask) // 2)
-        for s in self.strategies:
-            s.on_quote(q, self.contexts[s.strategy_id])
+        for on_quote, ctx in self._quote_handlers:
+            on_quote(q, ctx)
 
     def _on_bar(self, bar: Bar) -> None:
         if bar.price_type in (PriceType.MID, PriceType.LAST):

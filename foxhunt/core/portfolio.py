@@ -29,6 +29,7 @@ class Position:
     commissions: int = 0
     cash: int = 0
     mark: int = 0
+    unrealized_pnl: int = 0  # at `mark`; kept current by apply_fill and Portfolio.mark
     fills: int = 0
 
     @property
@@ -38,9 +39,12 @@ class Position:
             return 0
         return self.cost * SCALE // (self.quantity * self.multiplier)
 
-    @property
-    def unrealized_pnl(self) -> int:
-        return mul(self.mark, self.quantity) * self.multiplier - self.cost
+    def revalue(self, price: int) -> int:
+        """Mark at `price`; return the change in unrealised PnL."""
+        before = self.unrealized_pnl
+        self.mark = price
+        self.unrealized_pnl = price * self.quantity // SCALE * self.multiplier - self.cost
+        return self.unrealized_pnl - before
 
     def apply_fill(self, side: Side, qty: int, price: int, commission: int) -> None:
         signed = qty if side is Side.BUY else -qty
@@ -49,10 +53,10 @@ class Position:
         self.cash -= commission
         self.commissions += commission
         self.fills += 1
-        self.mark = price
         if self.quantity == 0 or (self.quantity > 0) == (signed > 0):
             self.quantity += signed
             self.cost += value if signed > 0 else -value
+            self.revalue(price)
             return
         held = abs(self.quantity)
         closing = min(qty, held)
@@ -66,6 +70,7 @@ class Position:
         if opening:
             self.quantity = -direction * opening
             self.cost = -direction * (mul(price, opening) * self.multiplier)
+        self.revalue(price)
 
 
 class Portfolio:
@@ -102,12 +107,9 @@ class Portfolio:
     def mark(self, symbol: str, price: int) -> None:
         """Revalue an open position at `price`; cheap enough to call on every quote."""
         pos = self.positions.get(symbol)
-        if pos is None or pos.quantity == 0:
-            return
-        before = pos.unrealized_pnl
-        pos.mark = price
-        self._unrealized_total += pos.unrealized_pnl - before
-        self._track_equity()
+        if pos is not None and pos.quantity:
+            self._unrealized_total += pos.revalue(price)
+            self._track_equity()
 
     @property
     def equity(self) -> int:

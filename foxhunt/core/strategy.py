@@ -48,6 +48,7 @@ class StrategyContext:
 
     def __init__(self, kernel: Kernel, strategy: Strategy) -> None:
         self._kernel = kernel
+        self._positions = kernel.portfolio.positions
         self.strategy_id = strategy.strategy_id
         self.rng = random.Random(0)
 
@@ -59,7 +60,8 @@ class StrategyContext:
         return self._kernel.instruments[symbol]
 
     def position(self, symbol: str) -> int:
-        return self._kernel.portfolio.quantity(symbol)
+        pos = self._positions.get(symbol)
+        return pos.quantity if pos is not None else 0
 
     def open_orders(self, symbol: str) -> list[Order]:
         return self._kernel.orders.open_for(symbol, self.strategy_id)

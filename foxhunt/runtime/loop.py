@@ -29,7 +29,7 @@ class DiscardingJournal(JournalWriter):
     def last_seq(self) -> int:
         return self._seq
 
-    async def append(self, message: Message, causation: int | None = None) -> int:
+    def append(self, message: Message, causation: int | None = None) -> int:
         self._seq += 1
         return self._seq
 
@@ -55,11 +55,14 @@ class TradingLoop:
     async def market(self, msg: Input) -> None:
         """Market data: the kernel sees it, then the venue matches its resting orders against it, then
         the commands the kernel decided are sent (so they meet the book this data describes)."""
-        commands = await self._handle(msg)
+        if self.journal.backlogged:
+            await self.journal.relieve()
+        commands = self._handle(msg)
         reports = self.venue.on_market(msg)
-        pending = deque(reports)
-        await self._send(commands, pending)
-        await self._drain(pending)
+        if commands or reports:
+            pending = deque(reports)
+            await self._send(commands, pending)
+            await self._drain(pending)
 
     async def submit(self, msg: Input) -> None:
         """Any other input (system events, venue reports, timers, operators)."""
@@ -67,18 +70,19 @@ class TradingLoop:
 
     async def _drain(self, pending: deque[Input]) -> None:
         while pending:
-            commands = await self._handle(pending.popleft())
-            await self._send(commands, pending)
+            if self.journal.backlogged:
+                await self.journal.relieve()
+            await self._send(self._handle(pending.popleft()), pending)
 
-    async def _handle(self, msg: Input):
-        append = self.journal.append
-        seq = await append(msg)
+    def _handle(self, msg: Input):
+        journal = self.journal
+        seq = journal.append(msg)
         step = self.kernel.handle(seq, msg)
         self.inputs += 1
         if step.derived:
             self.derived += len(step.derived)
             for event in step.derived:
-                await append(event, seq)
+                journal.append(event, seq)
         return step.commands
 
     async def _send(self, commands, pending: deque[Input]) -> None:

@@ -40,8 +40,8 @@ def build_kernel(trading: TradingConfig) -> Kernel:
 
 async def recorded_config(store: JournalStore, name: str) -> RunStarted:
     """The journal's first record, which every run writes first."""
-    async with aclosing(store.read(name, 1, 1)) as records:
-        async for record in records:
+    async with aclosing(store.read(name, 1, 1)) as pages:
+        async for (record,) in pages:
             if isinstance(record.message, RunStarted):
                 return record.message
             raise JournalMismatch(f"journal {name!r} does not start with RunStarted (found {type(record.message).__name__})")
@@ -110,9 +110,10 @@ class Verifier:
 async def verify(store: JournalStore, name: str, trading: TradingConfig) -> dict[str, object]:
     verifier = Verifier(name, build_kernel(trading))
     started = time.perf_counter()
-    async with aclosing(store.read(name)) as records:
-        async for record in records:
-            verifier.feed(record)
+    async with aclosing(store.read(name)) as pages:
+        async for page in pages:
+            for record in page:
+                verifier.feed(record)
     verifier.finish()
     return summarize(
         verifier.kernel, events=verifier.events, seconds=time.perf_counter() - started, journal=name,
@@ -127,20 +128,21 @@ async def backtest(store: JournalStore, name: str, trading: TradingConfig) -> di
     loop = TradingLoop(kernel, venue, DiscardingJournal())
     started = time.perf_counter()
     events = 0
-    async with aclosing(store.read(name)) as records:
-        async for record in records:
-            events += 1
-            if record.causation is not None or type(record.message).__name__ in FROM_VENUE:
-                continue
-            msg = record.message
-            clock.set(msg.ts_init)
-            if isinstance(msg, MARKET_DATA):
-                await loop.market(msg)
-            else:
-                await loop.submit(msg)
-                if isinstance(msg, RunStarted):
-                    for connected in venue.connect():
-                        await loop.submit(connected)
+    async with aclosing(store.read(name)) as pages:
+        async for page in pages:
+            events += len(page)
+            for record in page:
+                msg = record.message
+                if record.causation is not None or type(msg).__name__ in FROM_VENUE:
+                    continue
+                clock.set(msg.ts_init)
+                if isinstance(msg, MARKET_DATA):
+                    await loop.market(msg)
+                else:
+                    await loop.submit(msg)
+                    if isinstance(msg, RunStarted):
+                        for connected in venue.connect():
+                            await loop.submit(connected)
     seconds = time.perf_counter() - started
     return summarize(kernel, events=events, seconds=seconds, journal=name, mode="backtest", inputs=loop.inputs)
 
@@ -148,9 +150,10 @@ async def backtest(store: JournalStore, name: str, trading: TradingConfig) -> di
 async def recover(store: JournalStore, name: str, kernel: Kernel, upto: int) -> int:
     """Feed the journal's inputs up to `upto` through `kernel`; return how many there were."""
     inputs = 0
-    async with aclosing(store.read(name, 1, upto)) as records:
-        async for record in records:
-            if record.causation is None:
-                kernel.handle(record.seq, record.message)
-                inputs += 1
+    async with aclosing(store.read(name, 1, upto)) as pages:
+        async for page in pages:
+            for record in page:
+                if record.causation is None:
+                    kernel.handle(record.seq, record.message)
+                    inputs += 1
     return inputs

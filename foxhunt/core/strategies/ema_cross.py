@@ -33,9 +33,8 @@ class EmaCross(Strategy):
         self.size = nanos(params.trade_size)
         self.alpha_fast = 2.0 / (params.fast + 1)
         self.alpha_slow = 2.0 / (params.slow + 1)
-        self.fast: dict[str, float] = {}
-        self.slow: dict[str, float] = {}
-        self.count: dict[str, int] = {}
+        self.warmup = params.slow
+        self.state: dict[str, list] = {}  # symbol -> [fast ema, slow ema, updates]
 
     def on_quote(self, quote: QuoteTick, ctx: StrategyContext) -> None:
         self._on_price(quote.symbol, (quote.bid + quote.ask) * 0.5, ctx)
@@ -44,14 +43,14 @@ class EmaCross(Strategy):
         self._on_price(bar.symbol, float(bar.close), ctx)
 
     def _on_price(self, symbol: str, price: float, ctx: StrategyContext) -> None:
-        n = self.count.get(symbol, 0) + 1
-        self.count[symbol] = n
-        if n == 1:
-            self.fast[symbol] = self.slow[symbol] = price
+        st = self.state.get(symbol)
+        if st is None:
+            self.state[symbol] = [price, price, 1]
             return
-        fast = self.fast[symbol] = self.fast[symbol] + self.alpha_fast * (price - self.fast[symbol])
-        slow = self.slow[symbol] = self.slow[symbol] + self.alpha_slow * (price - self.slow[symbol])
-        if n < self.params.slow or fast == slow:
+        fast = st[0] = st[0] + self.alpha_fast * (price - st[0])
+        slow = st[1] = st[1] + self.alpha_slow * (price - st[1])
+        n = st[2] = st[2] + 1
+        if n < self.warmup or fast == slow:
             return
         target = self.size if fast > slow else -self.size
         position = ctx.position(symbol)
