@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import NamedTuple, Protocol
 
+import msgspec
+
 from foxhunt.messages.base import Input, Message
 from foxhunt.messages.orders import CancelOrder, ReplaceOrder, SubmitOrder
 
@@ -14,13 +16,15 @@ from foxhunt.messages.orders import CancelOrder, ReplaceOrder, SubmitOrder
 PAGE_SIZE = 10_000
 
 
-class Record(NamedTuple):
+class Record(msgspec.Struct, frozen=True, gc=False):
     """One journaled message. `causation` is the sequence number of the input that derived it, or
-    None for an input. `payload` is the message exactly as stored (what `--verify` compares)."""
+    None for an input. `payload` is the message exactly as stored (what `--verify` compares).
+    `message` is None for a derived event read with `decode_derived=False`.
+    (A Struct, not a NamedTuple: replay builds millions of these, and a Struct builds five times faster.)"""
 
     seq: int
     causation: int | None
-    message: Message
+    message: Message | None
     payload: bytes
 
 
@@ -78,9 +82,12 @@ class JournalStore(abc.ABC):
     async def list(self) -> list[JournalInfo]: ...
 
     @abc.abstractmethod
-    def read(self, name: str, from_seq: int = 1, limit: int | None = None) -> AsyncIterator[list[Record]]:
+    def read(
+        self, name: str, from_seq: int = 1, limit: int | None = None, *, decode_derived: bool = True
+    ) -> AsyncIterator[list[Record]]:
         """Records in sequence order, in pages of at most PAGE_SIZE: memory stays flat however long the
-        journal is, and the consumer's per-record loop stays synchronous."""
+        journal is, and the consumer's per-record loop stays synchronous. Replay, which compares derived
+        events as bytes or skips them, reads with decode_derived=False."""
 
     @abc.abstractmethod
     def tail(self, name: str, from_seq: int = 1) -> AsyncIterator[list[Record]]:

@@ -83,7 +83,9 @@ class MemoryJournalStore(JournalStore):
     async def list(self) -> list[JournalInfo]:
         return [await self.info(name) for name in sorted(self._journals)]
 
-    async def read(self, name: str, from_seq: int = 1, limit: int | None = None) -> AsyncIterator[list[Record]]:
+    async def read(
+        self, name: str, from_seq: int = 1, limit: int | None = None, *, decode_derived: bool = True
+    ) -> AsyncIterator[list[Record]]:
         records = self._get(name).records
         end = len(records) if limit is None else min(len(records), from_seq - 1 + limit)
         for start in range(max(from_seq, 1) - 1, end, self.page_size):

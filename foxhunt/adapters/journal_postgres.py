@@ -219,18 +219,21 @@ class PostgresJournalStore(JournalStore):
         except psycopg.Error as e:
             raise unavailable(e, self.dsn, "reading the journal list") from e
 
-    async def read(self, name: str, from_seq: int = 1, limit: int | None = None) -> AsyncIterator[list[Record]]:
+    async def read(
+        self, name: str, from_seq: int = 1, limit: int | None = None, *, decode_derived: bool = True
+    ) -> AsyncIterator[list[Record]]:
         conn = await connect(self.dsn, autocommit=True, application_name="foxhunt reader")
         try:
             async with conn:
                 journal_id = await self._journal_id(conn, name)
-                async for page in self._pages(conn, journal_id, from_seq, limit):
+                async for page in self._pages(conn, journal_id, from_seq, limit, decode_derived):
                     yield page
         except psycopg.Error as e:
             raise unavailable(e, self.dsn, f"reading journal {name!r}") from e
 
     async def _pages(
-        self, conn: psycopg.AsyncConnection, journal_id: int, from_seq: int, limit: int | None
+        self, conn: psycopg.AsyncConnection, journal_id: int, from_seq: int, limit: int | None,
+        decode_derived: bool = True,
     ) -> AsyncIterator[list[Record]]:
         """Keyset pages by sequence number, fetched in binary (psycopg builds the rows in C)."""
         decode = codec.decode
@@ -241,7 +244,10 @@ class PostgresJournalStore(JournalStore):
                 await cur.execute(_PAGE, (journal_id, seq, size))
                 rows = await cur.fetchall()
                 if rows:
-                    yield [Record(s, c, decode(p), p) for s, c, p in rows]
+                    if decode_derived:
+                        yield [Record(s, c, decode(p), p) for s, c, p in rows]
+                    else:
+                        yield [Record(s, c, None if c else decode(p), p) for s, c, p in rows]
                     seq = rows[-1][0] + 1
                 if len(rows) < size:
                     return

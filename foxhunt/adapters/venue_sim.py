@@ -108,7 +108,11 @@ class SimVenue:
         if not self.pending and not self.working:  # the common case: nothing to match, only the book moves
             if ts > self.now:
                 self.now = ts
-            self._update_book(msg)
+            book = self.books.get(msg.symbol)
+            if type(msg) is QuoteTick and book is not None and 0 < msg.bid < msg.ask:
+                book.bid, book.ask, book.bid_size, book.ask_size = msg.bid, msg.ask, msg.bid_size, msg.ask_size
+            else:
+                self._update_book(msg)
             return _NOTHING
         self._out = []
         while self.pending and self.pending[0][0] <= ts:

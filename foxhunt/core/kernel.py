@@ -81,6 +81,8 @@ class Kernel:
         self.ts_event = 0
         self.ts_init = 0
         self._order_counter = 0
+        # scratch lists reused for every input (copied out only when something was derived): most quotes
+        # derive nothing, and allocating two lists per quote wakes the garbage collector for nothing
         self._derived: list[Derived] = []
         self._commands: list[SubmitOrder | CancelOrder | ReplaceOrder] = []
 
@@ -91,8 +93,7 @@ class Kernel:
         self.ts_event = msg.ts_event
         self.ts_init = msg.ts_init
         self._order_counter = 0
-        self._derived = derived = []
-        self._commands = []
+        derived = self._derived
         match msg:
             case QuoteTick():
                 self._on_quote(msg)
@@ -127,7 +128,10 @@ class Kernel:
             self._drain_requests()
         if not derived:
             return _NOTHING
-        return Step(derived, self._commands)
+        step = Step(derived.copy(), self._commands.copy())
+        derived.clear()
+        self._commands.clear()
+        return step
 
     def next_order_id(self, strategy_id: str) -> str:
         self._order_counter += 1

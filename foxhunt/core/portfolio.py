@@ -105,11 +105,21 @@ class Portfolio:
         self._track_equity()
 
     def mark(self, symbol: str, price: int) -> None:
-        """Revalue an open position at `price`; cheap enough to call on every quote."""
+        """Revalue an open position at `price` and track the equity curve. Runs on every quote, so it is
+        one method with Position.revalue's formula inlined, and it stops early when nothing moved."""
         pos = self.positions.get(symbol)
-        if pos is not None and pos.quantity:
-            self._unrealized_total += pos.revalue(price)
-            self._track_equity()
+        if pos is None or not pos.quantity or price == pos.mark:
+            return
+        unrealized = price * pos.quantity // SCALE * pos.multiplier - pos.cost
+        change = unrealized - pos.unrealized_pnl
+        pos.mark = price
+        pos.unrealized_pnl = unrealized
+        self._unrealized_total += change
+        equity = self._closed_total + self._unrealized_total
+        if equity > self.peak_equity:
+            self.peak_equity = equity
+        elif self.peak_equity - equity > self.max_drawdown:
+            self.max_drawdown = self.peak_equity - equity
 
     @property
     def equity(self) -> int:

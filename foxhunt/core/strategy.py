@@ -48,7 +48,7 @@ class StrategyContext:
 
     def __init__(self, kernel: Kernel, strategy: Strategy) -> None:
         self._kernel = kernel
-        self._positions = kernel.portfolio.positions
+        self.positions = kernel.portfolio.positions  # read-only view: symbol -> Position
         self.strategy_id = strategy.strategy_id
         self.rng = random.Random(0)
 
@@ -60,7 +60,7 @@ class StrategyContext:
         return self._kernel.instruments[symbol]
 
     def position(self, symbol: str) -> int:
-        pos = self._positions.get(symbol)
+        pos = self.positions.get(symbol)
         return pos.quantity if pos is not None else 0
 
     def open_orders(self, symbol: str) -> list[Order]:

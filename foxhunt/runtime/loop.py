@@ -55,9 +55,18 @@ class TradingLoop:
     async def market(self, msg: Input) -> None:
         """Market data: the kernel sees it, then the venue matches its resting orders against it, then
         the commands the kernel decided are sent (so they meet the book this data describes)."""
-        if self.journal.backlogged:
-            await self.journal.relieve()
-        commands = self._handle(msg)
+        journal = self.journal
+        if journal.backlogged:
+            await journal.relieve()
+        # _handle, inlined: this runs for every tick of every backtest
+        seq = journal.append(msg)
+        step = self.kernel.handle(seq, msg)
+        self.inputs += 1
+        commands = step.commands
+        if step.derived:
+            self.derived += len(step.derived)
+            for event in step.derived:
+                journal.append(event, seq)
         reports = self.venue.on_market(msg)
         if commands or reports:
             pending = deque(reports)

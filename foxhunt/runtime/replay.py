@@ -100,7 +100,7 @@ class Verifier:
             lines.append(f"caused by input seq {self.cause.seq} ({type(self.cause.message).__name__})")
         lines.append("recorded:" if recorded else "recorded: nothing")
         if recorded:
-            lines.append(_show(recorded.seq, recorded.message))
+            lines.append(_show(recorded.seq, codec.decode(recorded.payload)))
         lines.append("replayed:" if self.expected else "replayed: nothing")
         if self.expected:
             lines.append(_show("-", codec.decode(self.expected[0])))
@@ -110,10 +110,11 @@ class Verifier:
 async def verify(store: JournalStore, name: str, trading: TradingConfig) -> dict[str, object]:
     verifier = Verifier(name, build_kernel(trading))
     started = time.perf_counter()
-    async with aclosing(store.read(name)) as pages:
+    async with aclosing(store.read(name, decode_derived=False)) as pages:
         async for page in pages:
+            feed = verifier.feed
             for record in page:
-                verifier.feed(record)
+                feed(record)
     verifier.finish()
     return summarize(
         verifier.kernel, events=verifier.events, seconds=time.perf_counter() - started, journal=name,
@@ -128,7 +129,7 @@ async def backtest(store: JournalStore, name: str, trading: TradingConfig) -> di
     loop = TradingLoop(kernel, venue, DiscardingJournal())
     started = time.perf_counter()
     events = 0
-    async with aclosing(store.read(name)) as pages:
+    async with aclosing(store.read(name, decode_derived=False)) as pages:
         async for page in pages:
             events += len(page)
             for record in page:
@@ -150,7 +151,7 @@ async def backtest(store: JournalStore, name: str, trading: TradingConfig) -> di
 async def recover(store: JournalStore, name: str, kernel: Kernel, upto: int) -> int:
     """Feed the journal's inputs up to `upto` through `kernel`; return how many there were."""
     inputs = 0
-    async with aclosing(store.read(name, 1, upto)) as pages:
+    async with aclosing(store.read(name, 1, upto, decode_derived=False)) as pages:
         async for page in pages:
             for record in page:
                 if record.causation is None:

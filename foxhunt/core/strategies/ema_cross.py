@@ -36,13 +36,13 @@ class EmaCross(Strategy):
         self.warmup = params.slow
         self.state: dict[str, list] = {}  # symbol -> [fast ema, slow ema, updates]
 
-    def on_quote(self, quote: QuoteTick, ctx: StrategyContext) -> None:
-        self._on_price(quote.symbol, (quote.bid + quote.ask) * 0.5, ctx)
-
     def on_bar(self, bar: Bar, ctx: StrategyContext) -> None:
-        self._on_price(bar.symbol, float(bar.close), ctx)
+        self.on_price(bar.symbol, float(bar.close), ctx)
 
-    def _on_price(self, symbol: str, price: float, ctx: StrategyContext) -> None:
+    def on_quote(self, quote: QuoteTick, ctx: StrategyContext) -> None:
+        self.on_price(quote.symbol, (quote.bid + quote.ask) * 0.5, ctx)
+
+    def on_price(self, symbol: str, price: float, ctx: StrategyContext) -> None:
         st = self.state.get(symbol)
         if st is None:
             self.state[symbol] = [price, price, 1]
@@ -53,7 +53,8 @@ class EmaCross(Strategy):
         if n < self.warmup or fast == slow:
             return
         target = self.size if fast > slow else -self.size
-        position = ctx.position(symbol)
+        pos = ctx.positions.get(symbol)
+        position = pos.quantity if pos is not None else 0
         if position == target or ctx.open_orders(symbol):
             return
         delta = target - position
