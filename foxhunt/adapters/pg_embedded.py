@@ -108,15 +108,16 @@ class EmbeddedCluster:
             "initdb", "-D", str(self.data_dir), "-U", self.user, "--auth=trust", "-E", "UTF8", "--locale=C",
             what="initialise the embedded PostgreSQL cluster",
         )
+        socket_dir = str(self.socket_dir).replace("'", "''")  # a quote in a conf string is doubled
         settings = (
             "\n# foxhunt: private cluster, Unix socket only\n"
             "listen_addresses = ''\n"
-            f"unix_socket_directories = '{self.socket_dir}'\n"
+            f"unix_socket_directories = '{socket_dir}'\n"
             "unix_socket_permissions = 0700\n"
             f"port = {PORT}\n"
         )
-        conf = self.data_dir / "postgresql.conf"
-        self._pg("sh", "-c", f"cat >> '{conf}'", input=settings, what="configure the embedded cluster")
+        with (self.data_dir / "postgresql.conf").open("a") as conf:  # root may write it; the owner stays
+            conf.write(settings)
 
     def _create_database(self) -> None:
         try:
@@ -158,13 +159,12 @@ class EmbeddedCluster:
             fcntl.flock(handle, fcntl.LOCK_EX)
             yield
 
-    def _pg(self, program: str, *args: str, check: bool = True, what: str = "", input: str | None = None):
-        path = str(find_bin_dir() / program) if program != "sh" else "sh"
-        argv = [path, *args]
+    def _pg(self, program: str, *args: str, check: bool = True, what: str = ""):
+        argv = [str(find_bin_dir() / program), *args]
         if self.as_root:
             argv = ["runuser", "-u", SYSTEM_USER, "--", *argv]
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, input=input, timeout=120)
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
         except (OSError, subprocess.TimeoutExpired) as e:
             raise EmbeddedDatabaseError(f"could not {what or program}: {e}") from e
         if check and done.returncode != 0:

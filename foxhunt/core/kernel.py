@@ -15,7 +15,7 @@ from foxhunt.core.portfolio import Portfolio
 from foxhunt.core.risk import PreTradeGate
 from foxhunt.core.strategy import Strategy, StrategyContext
 from foxhunt.messages.base import Derived, Input
-from foxhunt.messages.market import Bar, Instrument, PriceType, QuoteTick, TradeTick
+from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import (
     CancelOrder,
     OrderAccepted,
@@ -152,8 +152,8 @@ class Kernel:
             on_quote(q, ctx)
 
     def _on_bar(self, bar: Bar) -> None:
-        if bar.price_type in (PriceType.MID, PriceType.LAST):
-            self.portfolio.mark(bar.symbol, bar.close)
+        # a bar of one side is still the best mark there is (a bid bar is what a long could sell at)
+        self.portfolio.mark(bar.symbol, bar.close)
         for s in self.strategies:
             s.on_bar(bar, self.contexts[s.strategy_id])
 
