@@ -7,9 +7,9 @@ printed, so machine noise hits both alike.
 
     .venv/bin/python bench/kernel_throughput.py [--quotes 200000] [--repeats 5] [--no-anchor]
 
-foxhunt is measured twice: with the ema_cross reference strategy (trading: orders, fills, positions) and
-with no strategy (like the anchor's subscribe-only strategy), both through `TradingLoop`, the loop that
-backtests run, with a journal that keeps nothing.
+foxhunt is measured with each reference strategy (ema_cross trades on about one quote in thirty, zscore
+far less) and with no strategy at all (what the anchor's subscribe-only strategy does), always through
+`TradingLoop`, the loop that backtests run, with a journal that keeps nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import anyio
+import msgspec
 
 from foxhunt import config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
@@ -75,12 +76,16 @@ def main() -> None:
         csv.writer(f).writerows((q.ts_event, q.bid, q.ask, q.bid_size, q.ask_size) for q in quotes)
     python = None if args.no_anchor else nautilus_python()
 
-    results: dict[str, list[float]] = {"foxhunt ema_cross": [], "foxhunt no strategy": [], "nautilus subscribe-only": []}
-    orders = 0
+    zscore = msgspec.structs.replace(trading, strategy=msgspec.structs.replace(trading.strategy, name="zscore"))
+    results: dict[str, list[float]] = {
+        "foxhunt ema_cross": [], "foxhunt zscore": [], "foxhunt no strategy": [], "nautilus subscribe-only": []
+    }
+    orders = {}
     for _ in range(args.repeats):
-        kernel = build_kernel(trading)
-        results["foxhunt ema_cross"].append(anyio.run(run_foxhunt, kernel, trading.venue, quotes))
-        orders = len(kernel.orders.by_id)
+        for name, cfg in (("ema_cross", trading), ("zscore", zscore)):
+            kernel = build_kernel(cfg)
+            results[f"foxhunt {name}"].append(anyio.run(run_foxhunt, kernel, trading.venue, quotes))
+            orders[name] = len(kernel.orders.by_id)
         bare = Kernel(instruments, [], PreTradeGate(trading.risk))
         results["foxhunt no strategy"].append(anyio.run(run_foxhunt, bare, trading.venue, quotes))
         if python is not None:
@@ -91,12 +96,12 @@ def main() -> None:
     rates = {name: len(quotes) / statistics.median(times) for name, times in results.items() if times}
     if "-v" in sys.argv:
         print({name: [round(len(quotes) / t) for t in times] for name, times in results.items()})
-    print(f"{len(quotes)} quotes, {args.repeats} repeats, medians (ema_cross sent {orders} orders):")
+    print(f"{len(quotes)} quotes, {args.repeats} repeats, medians (orders sent: {orders}):")
     for name, rate in rates.items():
         print(f"  {name:26s} {rate:12,.0f} quotes/s")
     if "nautilus subscribe-only" in rates:
         anchor = rates["nautilus subscribe-only"]
-        for name in ("foxhunt ema_cross", "foxhunt no strategy"):
+        for name in ("foxhunt ema_cross", "foxhunt zscore", "foxhunt no strategy"):
             print(f"  ratio {name} / nautilus: {rates[name] / anchor:.2f}x")
 
 
