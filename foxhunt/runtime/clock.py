@@ -1,4 +1,9 @@
-"""Clocks. The kernel never reads one: inputs carry `ts_init`, stamped here by the runtime."""
+"""Clocks. The kernel never reads one: inputs carry `ts_init`, stamped here by the runtime.
+
+Sources stamp inputs as they take them in (`stamp`); the trading loop `advance`s the clock to each input
+it handles, so what the venue stamps on its reports is the time of the input being handled, however far
+ahead a recorded feed has run on the bus.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +21,12 @@ class WallClock:
     def stamp(self, ts_event: int) -> int:
         return time.time_ns()
 
+    def advance(self, ts: int) -> None:
+        pass
+
 
 class EventClock:
-    """Recorded feeds (`--clock feed`) and replay: time is the timestamp of the latest input."""
+    """Recorded feeds (`--clock feed`) and replay: time is the timestamp of the input being handled."""
 
     name = "feed"
 
@@ -29,9 +37,8 @@ class EventClock:
         return self._now
 
     def stamp(self, ts_event: int) -> int:
-        if ts_event > self._now:
-            self._now = ts_event
         return ts_event
 
-    def set(self, ts: int) -> None:
-        self._now = ts
+    def advance(self, ts: int) -> None:
+        if ts > self._now:
+            self._now = ts

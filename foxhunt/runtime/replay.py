@@ -136,7 +136,7 @@ async def backtest(store: JournalStore, name: str, trading: TradingConfig) -> di
                 msg = record.message
                 if record.causation is not None or type(msg).__name__ in FROM_VENUE:
                     continue
-                clock.set(msg.ts_init)
+                clock.advance(msg.ts_init)
                 if isinstance(msg, MARKET_DATA):
                     await loop.market(msg)
                 else:

@@ -1,0 +1,115 @@
+"""The runtime on the in-memory journal: the bus, the paper daemon's stop paths, verify and backtest."""
+
+from __future__ import annotations
+
+from contextlib import aclosing
+
+import anyio
+import pytest
+
+from foxhunt import config
+from foxhunt.adapters.feeds.synthetic import SyntheticFeed
+from foxhunt.adapters.journal_memory import MemoryJournalStore
+from foxhunt.errors import InputError, VerificationFailed
+from foxhunt.messages.base import parse_fixed
+from foxhunt.messages.system import RunStarted, RunStopped
+from foxhunt.runtime import replay
+from foxhunt.runtime.bus import Bus, BusClosed, publish_all
+from foxhunt.runtime.clock import EventClock, WallClock
+from foxhunt.runtime.live import RunRequest, run_paper
+from tests.fakes import quote
+
+CFG = config.load(None, env={})
+FINGERPRINT = {"test": "1"}
+
+
+def synthetic(n: int, clock, seed: int = 5):
+    return SyntheticFeed(seed, n, CFG.trading().build_instruments()["EURUSD"], parse_fixed("1.1"), clock)
+
+
+async def messages(store, name) -> list:
+    async with aclosing(store.read(name)) as pages:
+        return [r.message async for page in pages for r in page]
+
+
+async def test_bus_delivers_in_order_and_ends_when_every_publisher_has_closed():
+    bus = Bus(capacity=3)
+    a, b = bus.publisher(), bus.publisher()
+    bus.seal()
+    got = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(publish_all, [quote(i, "1.1", "1.2") for i in range(10)], a)
+        b.close()
+        while True:
+            try:
+                msg = bus.take_nowait() or await bus.take()
+            except BusClosed:
+                break
+            got.append(msg.ts_event)
+    assert got == list(range(10))
+
+
+async def test_bus_take_times_out_with_none():
+    bus = Bus()
+    with anyio.fail_after(2):
+        assert await bus.take(timeout=0.05) is None
+
+
+async def test_a_paper_run_on_the_memory_journal_verifies_and_backtests_the_same():
+    store = MemoryJournalStore()
+    clock = EventClock()
+    summary = await run_paper(store, CFG, RunRequest("j", synthetic(4000, clock), clock), FINGERPRINT)
+    recorded = await messages(store, "j")
+    assert isinstance(recorded[0], RunStarted) and isinstance(recorded[-1], RunStopped)
+    assert summary["stopped"] == "feed ended" and summary["orders"] > 10
+    trading = await replay.trading_config(store, "j", None, None)
+    verified = await replay.verify(store, "j", trading)
+    backtest = await replay.backtest(store, "j", trading)
+    for key in ("orders", "fills", "pnl", "max_drawdown"):
+        assert verified[key] == backtest[key] == summary[key], key
+    changed = await replay.trading_config(store, "j", ["strategy.ema_cross.fast=4"], None)
+    with pytest.raises(VerificationFailed, match="diverged"):
+        await replay.verify(store, "j", changed)
+
+
+async def test_duration_stops_a_run_that_would_go_on():
+    store = MemoryJournalStore()
+    clock = WallClock()
+    with anyio.fail_after(20):
+        summary = await run_paper(store, CFG, RunRequest("j", synthetic(10**9, clock), clock, duration=0.3), FINGERPRINT)
+    assert summary["stopped"] == "duration"
+    last = (await messages(store, "j"))[-1]
+    assert isinstance(last, RunStopped) and last.reason == "duration"
+
+
+async def test_max_events_counts_feed_inputs():
+    store = MemoryJournalStore()
+    clock = EventClock()
+    summary = await run_paper(store, CFG, RunRequest("j", synthetic(5000, clock), clock, max_events=700), FINGERPRINT)
+    assert summary["stopped"] == "max-events"
+    quotes = [m for m in await messages(store, "j") if type(m).__name__ == "QuoteTick"]
+    assert len(quotes) == 700
+
+
+async def test_a_failing_feed_is_recorded_as_the_reason_and_then_reported():
+    def broken():
+        yield from synthetic(50, EventClock())
+        raise InputError("data.csv:52: bid: not a decimal number: 'nan'")
+
+    store = MemoryJournalStore()
+    with pytest.raises(InputError, match="data.csv:52"):
+        await run_paper(store, CFG, RunRequest("j", broken(), EventClock()), FINGERPRINT)
+    last = (await messages(store, "j"))[-1]
+    assert isinstance(last, RunStopped) and last.reason.startswith("feed error: data.csv:52")
+
+
+async def test_venue_reports_are_stamped_with_the_time_of_the_input_being_handled():
+    store = MemoryJournalStore()
+    clock = EventClock()
+    await run_paper(store, CFG, RunRequest("j", synthetic(3000, clock), clock), FINGERPRINT)
+    latest = 0
+    for msg in await messages(store, "j"):
+        if type(msg).__name__ in ("OrderAccepted", "OrderFilled", "OrderPartiallyFilled", "OrderCanceled"):
+            assert msg.ts_init == latest  # the quote that triggered it, not a later one the feed had queued
+        elif type(msg).__name__ == "QuoteTick":
+            latest = msg.ts_init
