@@ -125,3 +125,17 @@ async def test_postgres_names_the_holder_of_the_lock(pg_dsn, journal_name):
         with pytest.raises(JournalLocked, match=r"foxhunt writer pid=\d+ .*server pid \d+"):
             async with store.writer(journal_name, **META):
                 pass
+
+
+def test_batches_never_split_an_input_from_its_derived_events():
+    from foxhunt.adapters.journal_postgres import _group_cut
+
+    def rows(causations):
+        return [(1, i + 1, "k", 0, 0, c, None, b"") for i, c in enumerate(causations)]
+
+    # inputs at 0, 3, 4, 7; batch_max 6 would cut inside the group starting at 4
+    queue = rows([None, 1, 1, None, None, 5, 5, None])
+    assert _group_cut(queue, 6) == 4
+    assert _group_cut(queue, 8) == 8
+    assert _group_cut(rows([None, 1, 1, 1, 1, None]), 3) == 5  # an oversized group goes whole
+    assert _group_cut(rows([None, 1, 1, 1]), 2) == 4

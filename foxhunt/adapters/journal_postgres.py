@@ -32,6 +32,23 @@ _COPY_IN = f"COPY events ({', '.join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
 _PAGE = "SELECT seq, causation, payload FROM events WHERE journal_id = %s AND seq >= %s ORDER BY seq LIMIT %s"
 
 
+def _group_cut(rows: list[tuple], batch_max: int) -> int:
+    """How many queued rows the next batch takes: all of them if they fit, else as many as fit up to the
+    start of an input, so an input and the events derived from it always commit together (the journal is
+    never left holding an input without its derived events, whatever moment a crash picks). The queue
+    itself always ends at a group boundary: the trading loop appends an input and what it derived with
+    no await in between. A group larger than batch_max goes whole, in one batch of its own."""
+    if len(rows) <= batch_max:
+        return len(rows)
+    for cut in range(batch_max, 0, -1):
+        if rows[cut][5] is None:  # causation: rows[cut] is an input, a group starts there
+            return cut
+    for cut in range(batch_max + 1, len(rows)):
+        if rows[cut][5] is None:
+            return cut
+    return len(rows)
+
+
 class PostgresJournalWriter(JournalWriter):
     def __init__(
         self, conn: psycopg.AsyncConnection, dsn: str, name: str, journal_id: int, last_seq: int,
@@ -93,11 +110,12 @@ class PostgresJournalWriter(JournalWriter):
         try:
             while True:
                 await self._have_rows.wait()
-                if len(self._rows) <= self._batch_max:
+                cut = _group_cut(self._rows, self._batch_max)
+                if cut == len(self._rows):
                     batch, self._rows = self._rows, []
                 else:
-                    batch = self._rows[: self._batch_max]
-                    del self._rows[: self._batch_max]
+                    batch = self._rows[:cut]
+                    del self._rows[:cut]
                 if not self._rows:
                     self._have_rows = anyio.Event()
                 self.backlogged = len(self._rows) >= self._batch_max
