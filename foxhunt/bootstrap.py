@@ -9,6 +9,7 @@ from pathlib import Path
 import msgspec
 
 import foxhunt
+from foxhunt.adapters.journal_pg_writer import WriterPolicy
 from foxhunt.adapters.journal_postgres import PostgresJournalStore
 from foxhunt.adapters.pg import migrate
 from foxhunt.adapters.pg_embedded import EmbeddedCluster
@@ -38,7 +39,12 @@ def resolve_dsn(cfg: Config) -> str:
 
 async def open_store(cfg: Config, dsn: str) -> PostgresJournalStore:
     await migrate(dsn)
-    return PostgresJournalStore(dsn, batch_max=cfg.journal.batch_max, queue_max=cfg.journal.queue_max)
+    j = cfg.journal
+    policy = WriterPolicy(
+        batch_max=j.batch_max, queue_max=j.queue_max, stall_after=j.stall_after, write_timeout=j.write_timeout,
+        backoff_max=j.reconnect_backoff_max,
+    )
+    return PostgresJournalStore(dsn, policy)
 
 
 def fingerprint() -> dict[str, str]:

@@ -39,6 +39,15 @@ class JournalConfig(_Section, frozen=True, kw_only=True):
     durability: Literal["before_send", "async"] = "before_send"
     batch_max: int = 10_000
     queue_max: int = 100_000
+    stall_after: float = 1.0
+    write_timeout: float = 30.0
+    reconnect_backoff_max: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.batch_max <= self.queue_max:
+            raise ValueError(f"needs 0 < batch_max <= queue_max, got {self.batch_max} and {self.queue_max}")
+        if not 0 < self.stall_after < self.write_timeout or self.reconnect_backoff_max <= 0:
+            raise ValueError("needs 0 < stall_after < write_timeout and reconnect_backoff_max > 0")
 
 
 class StateConfig(_Section, frozen=True, kw_only=True):

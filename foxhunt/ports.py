@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import NamedTuple, Protocol
 
@@ -58,6 +58,10 @@ class JournalWriter(abc.ABC):
 
     async def relieve(self) -> None:
         """Let the writer take what is queued; wait while the queue is full."""
+
+    def watch_health(self, hook: Callable[[str | None, int], None]) -> None:
+        """Have `hook(reason, 0)` called when the journal stops taking events (writes failing or stalled),
+        and `hook(None, outage_ns)` once it takes them again. A journal that cannot fail never calls it."""
 
     @abc.abstractmethod
     async def flush(self) -> None:

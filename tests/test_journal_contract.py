@@ -8,6 +8,7 @@ import anyio
 import pytest
 
 from foxhunt.adapters.journal_memory import MemoryJournalStore
+from foxhunt.adapters.journal_pg_writer import WriterPolicy, group_cut
 from foxhunt.adapters.journal_postgres import PostgresJournalStore
 from foxhunt.errors import JournalLocked, JournalMismatch, JournalNotFound
 from foxhunt.messages import codec
@@ -23,7 +24,7 @@ def store(request):
     if request.param == "memory":
         return MemoryJournalStore(page_size=4)
     dsn = request.getfixturevalue("pg_dsn")
-    return PostgresJournalStore(dsn, batch_max=7, queue_max=20, page_size=4)
+    return PostgresJournalStore(dsn, WriterPolicy(batch_max=7, queue_max=20), page_size=4)
 
 
 async def collect(pages) -> list:
@@ -128,14 +129,12 @@ async def test_postgres_names_the_holder_of_the_lock(pg_dsn, journal_name):
 
 
 def test_batches_never_split_an_input_from_its_derived_events():
-    from foxhunt.adapters.journal_postgres import _group_cut
-
     def rows(causations):
         return [(1, i + 1, "k", 0, 0, c, None, b"") for i, c in enumerate(causations)]
 
     # inputs at 0, 3, 4, 7; batch_max 6 would cut inside the group starting at 4
     queue = rows([None, 1, 1, None, None, 5, 5, None])
-    assert _group_cut(queue, 6) == 4
-    assert _group_cut(queue, 8) == 8
-    assert _group_cut(rows([None, 1, 1, 1, 1, None]), 3) == 5  # an oversized group goes whole
-    assert _group_cut(rows([None, 1, 1, 1]), 2) == 4
+    assert group_cut(queue, 6) == 4
+    assert group_cut(queue, 8) == 8
+    assert group_cut(rows([None, 1, 1, 1, 1, None]), 3) == 5  # an oversized group goes whole
+    assert group_cut(rows([None, 1, 1, 1]), 2) == 4

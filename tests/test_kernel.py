@@ -136,3 +136,24 @@ def test_same_inputs_give_byte_identical_outputs():
 
     first = run()
     assert first and first == run()
+
+
+def test_a_journal_outage_halts_trading_and_recovery_restores_the_previous_state():
+    from foxhunt.messages.system import JournalDegraded, JournalRecovered
+
+    k, _ = kernel(lambda q, ctx: ctx.submit(q.symbol, Side.BUY, d("1000")))
+    (halt,) = k.handle(1, JournalDegraded(ts_event=1, ts_init=1, reason="connection lost")).derived
+    assert halt.state is TradingState.HALTED and halt.cause == "journal fail-stop: connection lost"
+    assert k.handle(2, quote(10, "1.1", "1.1002")).derived[-1].reason == "TRADING_HALTED"
+    (resumed,) = k.handle(3, JournalRecovered(ts_event=2, ts_init=2, outage_ns=3_500_000_000)).derived
+    assert resumed.state is TradingState.ACTIVE and resumed.cause == "journal recovered after 3500 ms"
+
+
+def test_an_operator_halt_during_a_journal_outage_outlasts_the_recovery():
+    from foxhunt.messages.system import JournalDegraded, JournalRecovered
+
+    k, _ = kernel()
+    k.handle(1, JournalDegraded(ts_event=1, ts_init=1, reason="stalled"))
+    k.handle(2, AdminCommand(ts_event=2, ts_init=2, command="halt", operator="ops"))
+    assert list(k.handle(3, JournalRecovered(ts_event=3, ts_init=3, outage_ns=1)).derived) == []
+    assert k.state is TradingState.HALTED

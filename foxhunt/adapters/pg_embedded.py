@@ -85,12 +85,13 @@ class EmbeddedCluster:
             self._create_database()
         return self.dsn
 
-    def stop(self) -> bool:
-        """Stop the cluster (fast shutdown: sessions end, everything committed stays); False if it was not running."""
+    def stop(self, mode: str = "fast") -> bool:
+        """Stop the cluster; False if it was not running. `fast` ends sessions and checkpoints; `immediate`
+        is PostgreSQL's crash-like stop (recovery from the WAL on the next start); committed data stays."""
         with self._lock():
             if self.status() != "running":
                 return False
-            self._pg("pg_ctl", "stop", "-D", str(self.data_dir), "-m", "fast", "-w", what="stop the embedded PostgreSQL")
+            self._pg("pg_ctl", "stop", "-D", str(self.data_dir), "-m", mode, "-w", what="stop the embedded PostgreSQL")
             return True
 
     # --- internals -------------------------------------------------------------------------------

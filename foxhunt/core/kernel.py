@@ -34,6 +34,8 @@ from foxhunt.messages.orders import (
 from foxhunt.messages.system import (
     AdminCommand,
     FeedGap,
+    JournalDegraded,
+    JournalRecovered,
     MarketDataFlagged,
     PositionChanged,
     RunStarted,
@@ -73,6 +75,7 @@ class Kernel:
         self.quotes: dict[str, QuoteTick] = {}
         self.venues_down: set[str] = set()
         self.seed: int | None = None
+        self.state_before_journal_halt: TradingState | None = None
         self.requests: list[SubmitOrder | CancelOrder | ReplaceOrder] = []
         self.contexts = {s.strategy_id: StrategyContext(self, s) for s in strategies}
         # resolved once: the quote path runs for every tick
@@ -116,6 +119,10 @@ class Kernel:
                     s.on_timer(msg, self.contexts[s.strategy_id])
             case AdminCommand():
                 self._on_admin(msg)
+            case JournalDegraded():
+                self._on_journal_degraded(msg)
+            case JournalRecovered():
+                self._on_journal_recovered(msg)
             case VenueConnected():
                 self.venues_down.discard(msg.venue)
             case VenueDisconnected():
@@ -282,13 +289,28 @@ class Kernel:
             )
         )
 
+    def _on_journal_degraded(self, msg: JournalDegraded) -> None:
+        if self.state_before_journal_halt is None:
+            self.state_before_journal_halt = self.state
+        self._change_state(TradingState.HALTED, msg, f"journal fail-stop: {msg.reason}")
+
+    def _on_journal_recovered(self, msg: JournalRecovered) -> None:
+        # Only the journal's own halt is lifted; a halt an operator ordered meanwhile stays.
+        if self.state_before_journal_halt is not None:
+            state, self.state_before_journal_halt = self.state_before_journal_halt, None
+            self._change_state(state, msg, f"journal recovered after {msg.outage_ns // 1_000_000} ms")
+
     def _set_state(self, state: TradingState, cmd: AdminCommand) -> None:
+        self.state_before_journal_halt = None  # an operator's decision overrides the journal's
+        self._change_state(state, cmd, f"admin {cmd.command} by {cmd.operator or cmd.operator_uid}: {cmd.reason}")
+
+    def _change_state(self, state: TradingState, cause_msg: Input, cause: str) -> None:
         if state is self.state:
             return
-        cause = f"admin {cmd.command} by {cmd.operator or cmd.operator_uid}: {cmd.reason}"
         self._derived.append(
             TradingStateChanged(
-                ts_event=cmd.ts_event, ts_init=cmd.ts_init, state=state, previous=self.state, cause=cause
+                ts_event=cause_msg.ts_event, ts_init=cause_msg.ts_init, state=state, previous=self.state,
+                cause=cause,
             )
         )
         self.state = state

@@ -26,6 +26,8 @@ from foxhunt.messages.orders import (
 from foxhunt.messages.system import (
     AdminCommand,
     FeedGap,
+    JournalDegraded,
+    JournalRecovered,
     MarketDataFlagged,
     PositionChanged,
     RunStarted,
@@ -60,6 +62,8 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     TimerFired,
     AdminCommand,
     FeedGap,
+    JournalDegraded,
+    JournalRecovered,
     TradingStateChanged,
     MarketDataFlagged,
     PositionChanged,

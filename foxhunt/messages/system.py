@@ -51,6 +51,19 @@ class AdminCommand(Input, frozen=True, kw_only=True):
     reason: str = ""
 
 
+class JournalDegraded(Input, frozen=True, kw_only=True):
+    """The journal stopped taking events (writes failing, or one write stalled past its bound). Trading
+    halts: nothing may reach a venue that the journal cannot record. Journaled once the journal is back."""
+
+    reason: str
+
+
+class JournalRecovered(Input, frozen=True, kw_only=True):
+    """The journal takes events again, after an outage of `outage_ns`."""
+
+    outage_ns: int
+
+
 class FeedGap(Input, frozen=True, kw_only=True):
     """Inputs that a feed could not deliver (skipped bad rows, lost packets), recorded instead of hidden."""
 

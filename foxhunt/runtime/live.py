@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import signal
 import time
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -34,7 +35,7 @@ from foxhunt.errors import InputError
 from foxhunt.messages.base import Input
 from foxhunt.messages.market import Bar, QuoteTick, TradeTick
 from foxhunt.messages.orders import OrderCanceled
-from foxhunt.messages.system import RunStarted, RunStopped
+from foxhunt.messages.system import JournalDegraded, JournalRecovered, RunStarted, RunStopped
 from foxhunt.ports import Clock, JournalStore
 from foxhunt.runtime.bus import Bus, BusClosed, publish_all
 from foxhunt.runtime.loop import TradingLoop
@@ -54,17 +55,26 @@ class RunRequest:
     duration: float | None = None
 
 
-class _Stop:
-    """Why the run should end, and the cancel scope of the wait it must interrupt."""
+class _Control:
+    """What must interrupt the wait for the next input: a request to stop, and urgent inputs (the
+    journal's health) that go before everything queued on the bus."""
 
     def __init__(self) -> None:
         self.reason: str | None = None
         self.feed_error: InputError | None = None
+        self.urgent: deque[Input] = deque()
         self.waiting: anyio.CancelScope | None = None
 
-    def request(self, reason: str) -> None:
+    def request_stop(self, reason: str) -> None:
         if self.reason is None:
             self.reason = reason
+        self._wake()
+
+    def push_urgent(self, msg: Input) -> None:
+        self.urgent.append(msg)
+        self._wake()
+
+    def _wake(self) -> None:
         if self.waiting is not None:
             self.waiting.cancel()
 
@@ -76,7 +86,7 @@ async def run_paper(store: JournalStore, cfg: Config, req: RunRequest, fingerpri
     clock = req.clock
     venue = SimVenue(kernel.instruments, trading.venue, clock)
     started = time.perf_counter()
-    stop = _Stop()
+    control = _Control()
     async with store.writer(
         req.journal, config=config_json, config_digest=trading.digest(), fingerprint=fingerprint
     ) as journal:
@@ -98,43 +108,51 @@ async def run_paper(store: JournalStore, cfg: Config, req: RunRequest, fingerpri
                     reason="paper venue restarted: its working orders did not survive",
                 )
             )
+        journal.watch_health(lambda reason, outage_ns: control.push_urgent(_health_input(clock, reason, outage_ns)))
         log.info("run_started", journal=req.journal, first_seq=journal.last_seq, recovered_inputs=recovered)
         bus = Bus()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_run_feed, req.feed, bus.publisher(), stop)
-            tg.start_soon(_watch_signals, stop)
+            tg.start_soon(_run_feed, req.feed, bus.publisher(), control)
+            tg.start_soon(_watch_signals, control)
             bus.seal()  # every source has its publisher: the bus ends when they all have
-            await _consume(loop, bus, clock, req, stop)
+            await _consume(loop, bus, clock, req, control)
             tg.cancel_scope.cancel()
-        reason = stop.reason or "feed ended"
+        while control.urgent:  # the journal's last word on its health still goes into it
+            await loop.submit(control.urgent.popleft())
+        reason = control.reason or "feed ended"
         now = clock.now()
         await loop.submit(RunStopped(ts_event=now, ts_init=now, reason=reason))
         await journal.flush()
         last_seq = journal.last_seq
     log.info("run_stopped", journal=req.journal, reason=reason, last_seq=last_seq)
-    if stop.feed_error is not None:
-        raise stop.feed_error
+    if control.feed_error is not None:
+        raise control.feed_error
     return summarize(
         kernel, events=loop.inputs + loop.derived, seconds=time.perf_counter() - started, journal=req.journal,
         mode="run", inputs=loop.inputs, last_seq=last_seq, stopped=reason,
     )
 
 
-async def _consume(loop: TradingLoop, bus: Bus, clock: Clock, req: RunRequest, stop: _Stop) -> None:
+async def _consume(loop: TradingLoop, bus: Bus, clock: Clock, req: RunRequest, control: _Control) -> None:
     deadline = time.monotonic() + req.duration if req.duration is not None else math.inf
     count = 0
-    while stop.reason is None:
+    while control.reason is None:
+        if control.urgent:
+            msg = control.urgent.popleft()
+            clock.advance(msg.ts_init)
+            await loop.submit(msg)
+            continue
         try:
             msg = bus.take_nowait()
             if msg is None:
-                with anyio.CancelScope() as stop.waiting:
+                with anyio.CancelScope() as control.waiting:
                     msg = await bus.take(timeout=deadline - time.monotonic())
-                stop.waiting = None
+                control.waiting = None
         except BusClosed:
             return
-        if msg is None:  # woken by a stop request, or the duration ran out while waiting
+        if msg is None:  # woken by a stop request or an urgent input, or the duration ran out
             if time.monotonic() >= deadline:
-                stop.request("duration")
+                control.request_stop("duration")
             continue
         clock.advance(msg.ts_init)
         if isinstance(msg, MARKET_DATA):
@@ -143,22 +161,29 @@ async def _consume(loop: TradingLoop, bus: Bus, clock: Clock, req: RunRequest, s
             await loop.submit(msg)
         count += 1
         if req.max_events is not None and count >= req.max_events:
-            stop.request("max-events")
+            control.request_stop("max-events")
         elif count & 1023 == 0 and time.monotonic() >= deadline:
-            stop.request("duration")
+            control.request_stop("duration")
 
 
-async def _run_feed(feed: Iterable[Input], publisher: MemoryObjectSendStream[Input], stop: _Stop) -> None:
+def _health_input(clock: Clock, reason: str | None, outage_ns: int) -> Input:
+    now = clock.now()
+    if reason is not None:
+        return JournalDegraded(ts_event=now, ts_init=now, reason=reason)
+    return JournalRecovered(ts_event=now, ts_init=now, outage_ns=outage_ns)
+
+
+async def _run_feed(feed: Iterable[Input], publisher: MemoryObjectSendStream[Input], control: _Control) -> None:
     try:
         await publish_all(feed, publisher)
     except InputError as e:
-        stop.feed_error = e
-        stop.request(f"feed error: {e}")
+        control.feed_error = e
+        control.request_stop(f"feed error: {e}")
 
 
-async def _watch_signals(stop: _Stop) -> None:
+async def _watch_signals(control: _Control) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             name = signal.Signals(signum).name
             log.info("stop_requested", signal=name)
-            stop.request(f"signal {name}")
+            control.request_stop(f"signal {name}")

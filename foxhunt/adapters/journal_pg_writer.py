@@ -1,0 +1,301 @@
+"""The writer of one PostgreSQL journal: numbering, group commit, and riding out a database that goes away.
+
+The writer numbers events itself, in memory, at append: the advisory lock it holds guarantees nobody else
+writes the journal, so numbers are gap-free and insert order is commit order, and a reader that has seen
+sequence number n has seen everything before it. Its task drains the queue and writes each batch with
+one binary COPY, one NOTIFY (which wakes tailing readers) and one COMMIT.
+
+Nothing is dropped. When a write fails, the batch stays in hand and the writer reports the journal
+degraded (the runtime halts trading), reconnects with capped exponential backoff, takes the lock again,
+asks the database how far the journal got (a COMMIT whose acknowledgement was lost did commit), and writes
+whatever is missing. A write that takes longer than `stall_after` is reported the same way while the
+writer keeps waiting; one longer than `write_timeout` is abandoned and retried on a new connection.
+Meanwhile events queue in memory up to `queue_max`, and then the trading loop waits (back-pressure).
+Another writer taking the journal over while we were away is fatal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import anyio
+import psycopg
+import structlog
+from psycopg.types.json import Jsonb
+
+from foxhunt.adapters.pg import connect, unavailable
+from foxhunt.errors import JournalError, JournalLocked, JournalMismatch, JournalUnavailable
+from foxhunt.messages import codec
+from foxhunt.messages.base import Message
+from foxhunt.ports import JournalWriter
+
+log = structlog.get_logger("foxhunt.journal")
+
+LOCK_CLASS = 0x4648  # "FH": first key of the two-key advisory lock; the second is the journal id
+NOTIFY_CHANNEL = "foxhunt_events"
+_COLUMNS = ("journal_id", "seq", "kind", "ts_event", "ts_init", "causation", "correlation", "payload")
+_TYPES = ["int8", "int8", "text", "int8", "int8", "int8", "int8", "bytea"]
+_COPY_IN = f"COPY events ({', '.join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+_SEQ, _CAUSATION = 1, 5  # positions in a queued row
+
+HealthHook = Callable[[str | None, int], None]  # (reason it is degraded, or None once recovered; outage ns)
+
+
+@dataclass(frozen=True)
+class WriterPolicy:
+    batch_max: int = 10_000  # most rows in one COPY and COMMIT
+    queue_max: int = 100_000  # most rows waiting in memory before the trading loop must wait
+    stall_after: float = 1.0  # seconds one write may take before the journal counts as degraded
+    write_timeout: float = 30.0  # seconds after which a write is abandoned and retried on a new connection
+    backoff_max: float = 5.0  # longest wait between reconnection attempts
+
+
+def group_cut(rows: list[tuple], batch_max: int) -> int:
+    """How many queued rows the next batch takes: all of them if they fit, else as many as fit up to the
+    start of an input, so an input and the events derived from it always commit together (the journal is
+    never left holding an input without its derived events, whatever moment a crash picks). The queue
+    itself always ends at a group boundary: the trading loop appends an input and what it derived with
+    no await in between. A group larger than batch_max goes whole, in one batch of its own."""
+    if len(rows) <= batch_max:
+        return len(rows)
+    for cut in range(batch_max, 0, -1):
+        if rows[cut][_CAUSATION] is None:
+            return cut
+    for cut in range(batch_max + 1, len(rows)):
+        if rows[cut][_CAUSATION] is None:
+            return cut
+    return len(rows)
+
+
+class PostgresJournalWriter(JournalWriter):
+    def __init__(self, dsn: str, name: str, policy: WriterPolicy) -> None:
+        self.name = name
+        self.policy = policy
+        self.on_health: HealthHook = lambda reason, outage_ns: None
+        self.journal_id = 0
+        self._dsn = dsn
+        self._app = f"foxhunt writer pid={os.getpid()} host={socket.gethostname()}"[:63]
+        self._conn: psycopg.AsyncConnection | None = None
+        self._rows: list[tuple] = []
+        self._next_seq = 1
+        self._committed = 0
+        self._have_rows = anyio.Event()
+        self._committed_event = anyio.Event()
+        self._write_started: float | None = None
+        self._down_since: float | None = None
+        self._failure: BaseException | None = None
+
+    # --- the port --------------------------------------------------------------------------------
+
+    @property
+    def last_seq(self) -> int:
+        return self._next_seq - 1
+
+    @property
+    def committed_seq(self) -> int:
+        return self._committed
+
+    def append(self, message: Message, causation: int | None = None) -> int:
+        seq = self._next_seq
+        self._next_seq = seq + 1
+        rows = self._rows
+        rows.append(
+            (self.journal_id, seq, type(message).__name__, message.ts_event, message.ts_init, causation, None,
+             codec.encode(message))
+        )
+        if len(rows) == 1:
+            self._have_rows.set()
+        elif len(rows) >= self.policy.batch_max:
+            self.backlogged = True
+        return seq
+
+    def watch_health(self, hook: HealthHook) -> None:
+        self.on_health = hook
+
+    async def relieve(self) -> None:
+        await anyio.lowlevel.checkpoint()  # a full batch: let the writer task take it
+        while len(self._rows) >= self.policy.queue_max:
+            await self._wait_commit()  # back-pressure: the journal sets the pace
+        self.backlogged = len(self._rows) >= self.policy.batch_max
+
+    async def flush(self) -> None:
+        target = self._next_seq - 1
+        while self._committed < target:
+            await self._wait_commit()
+
+    async def _wait_commit(self) -> None:
+        if self._failure is not None:
+            raise JournalUnavailable(f"journal {self.name!r} writer failed: {self._failure}")
+        await self._committed_event.wait()
+
+    # --- opening and claiming ------------------------------------------------------------------------
+
+    async def open(self, config: bytes, config_digest: str, fingerprint: dict[str, str]) -> None:
+        """Connect, create the journal if needed, and take it: JournalLocked if another writer holds it."""
+        self._conn = await connect(self._dsn, application_name=self._app)
+        conn = self._conn
+        try:
+            await conn.execute(
+                "INSERT INTO journals (name, config, config_digest, fingerprint) VALUES (%s, %s::jsonb, %s, %s)"
+                " ON CONFLICT (name) DO NOTHING",
+                (self.name, config.decode(), config_digest, Jsonb(fingerprint)),
+            )
+            cur = await conn.execute("SELECT id, config_digest FROM journals WHERE name = %s", (self.name,))
+            self.journal_id, recorded_digest = await cur.fetchone()
+            last_seq = await self._lock(conn)
+            if recorded_digest != config_digest:
+                raise JournalMismatch(
+                    f"journal {self.name!r} was recorded with config digest {recorded_digest}, this run's is "
+                    f"{config_digest}: use a new journal for a new configuration"
+                )
+            await conn.commit()
+        except psycopg.Error as e:
+            raise unavailable(e, self._dsn, f"opening journal {self.name!r}") from e
+        self._next_seq = last_seq + 1
+        self._committed = last_seq
+
+    async def _lock(self, conn: psycopg.AsyncConnection) -> int:
+        """Take the journal's advisory lock on this session; return the journal's last sequence number."""
+        cur = await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, self.journal_id))
+        (locked,) = await cur.fetchone()
+        if not locked:
+            raise JournalLocked(f"journal {self.name!r} is held by another writer: {await _holder(conn, self.journal_id)}")
+        cur = await conn.execute("SELECT coalesce(max(seq), 0) FROM events WHERE journal_id = %s", (self.journal_id,))
+        (last_seq,) = await cur.fetchone()
+        await conn.commit()
+        return last_seq
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5), contextlib.suppress(psycopg.Error):
+                await self._conn.close()
+            self._conn = None
+
+    # --- the writer task -------------------------------------------------------------------------
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus = anyio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        try:
+            while True:
+                await self._have_rows.wait()
+                cut = group_cut(self._rows, self.policy.batch_max)
+                if cut == len(self._rows):
+                    batch, self._rows = self._rows, []
+                else:
+                    batch = self._rows[:cut]
+                    del self._rows[:cut]
+                if not self._rows:
+                    self._have_rows = anyio.Event()
+                self.backlogged = len(self._rows) >= self.policy.batch_max
+                await self._commit(batch)
+                self._committed = batch[-1][_SEQ]
+                woken, self._committed_event = self._committed_event, anyio.Event()
+                woken.set()
+        except BaseException as e:
+            self._failure = e
+            self._committed_event.set()
+            raise
+
+    async def watch(self) -> None:
+        """Report a write that takes longer than `stall_after` (a slow disk, a lock, a hung server)."""
+        while True:
+            await anyio.sleep(min(0.05, self.policy.stall_after / 4))
+            started = self._write_started
+            if started is not None and self._down_since is None:
+                waited = time.monotonic() - started
+                if waited >= self.policy.stall_after:
+                    self._degraded(f"a journal write has not finished after {waited:.1f} s", since=started)
+
+    async def _commit(self, batch: list[tuple]) -> None:
+        """Make one batch durable, whatever it takes; only a takeover by another writer stops it."""
+        delay = 0.05
+        while True:
+            try:
+                await self._write(batch)
+                break
+            except (psycopg.Error, TimeoutError) as e:
+                self._degraded(_first_line(e))
+            committed = await self._reconnect(delay)
+            delay = min(delay * 2, self.policy.backoff_max)
+            if committed >= batch[-1][_SEQ]:
+                break  # the COMMIT went through; only its acknowledgement was lost
+            if committed != batch[0][_SEQ] - 1:
+                raise JournalError(
+                    f"journal {self.name!r} ends at seq {committed} but this writer had committed up to"
+                    f" {batch[0][_SEQ] - 1}: another writer has written to it"
+                )
+        if self._down_since is not None:
+            outage = time.monotonic() - self._down_since
+            self._down_since = None
+            log.warning("journal_recovered", journal=self.name, outage_s=round(outage, 3))
+            self.on_health(None, int(outage * 1e9))
+
+    async def _write(self, batch: list[tuple]) -> None:
+        self._write_started = time.monotonic()
+        try:
+            with anyio.fail_after(self.policy.write_timeout):
+                if self._conn is None:
+                    raise psycopg.OperationalError("not connected")
+                async with self._conn.cursor() as cur:
+                    async with cur.copy(_COPY_IN) as copy:
+                        copy.set_types(_TYPES)
+                        for row in batch:
+                            await copy.write_row(row)
+                    await cur.execute(
+                        "SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"{self.journal_id}:{batch[-1][_SEQ]}")
+                    )
+                await self._conn.commit()
+        finally:
+            self._write_started = None
+
+    async def _reconnect(self, delay: float) -> int:
+        """Replace the connection, with backoff, until one holds the lock; return the journal's last seq."""
+        await self.close()
+        while True:
+            await anyio.sleep(delay)
+            delay = min(delay * 2, self.policy.backoff_max)
+            try:
+                conn = await connect(self._dsn, application_name=self._app)
+            except JournalUnavailable as e:
+                log.warning("journal_reconnect_failed", journal=self.name, error=str(e))
+                continue
+            try:
+                last_seq = await self._lock(conn)  # JournalLocked: someone took over; fatal
+            except psycopg.Error as e:
+                log.warning("journal_reconnect_failed", journal=self.name, error=_first_line(e))
+                with contextlib.suppress(psycopg.Error):
+                    await conn.close()
+                continue
+            self._conn = conn
+            log.warning("journal_reconnected", journal=self.name, last_seq=last_seq)
+            return last_seq
+
+    def _degraded(self, reason: str, since: float | None = None) -> None:
+        if self._down_since is not None:
+            return
+        self._down_since = since if since is not None else time.monotonic()
+        log.error("journal_degraded", journal=self.name, reason=reason)
+        self.on_health(reason, 0)
+
+
+async def _holder(conn: psycopg.AsyncConnection, journal_id: int) -> str:
+    cur = await conn.execute(
+        "SELECT a.pid, a.application_name, a.backend_start FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
+        " WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s",
+        (LOCK_CLASS, journal_id),
+    )
+    row = await cur.fetchone()
+    if row is None:
+        return "a session that has since gone"
+    pid, app, started = row
+    return f"{app or 'unknown application'} (server pid {pid}, connected since {started:%Y-%m-%d %H:%M:%S %Z})"
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else 'no detail'}"
