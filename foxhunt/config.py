@@ -57,6 +57,7 @@ class StateConfig(_Section, frozen=True, kw_only=True):
 class RunConfig(_Section, frozen=True, kw_only=True):
     seed: int = 7
     feed: str = "synthetic:seed=7,n=100000"
+    wire_log: str = ""
 
 
 class InstrumentConfig(_Section, frozen=True, kw_only=True):

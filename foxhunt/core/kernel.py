@@ -7,8 +7,11 @@ generators seeded by the run's `RunStarted`, and names orders after the input's 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import NamedTuple
+
+import msgspec
 
 from foxhunt.core.orders import Order, Orders
 from foxhunt.core.portfolio import Portfolio
@@ -139,6 +142,17 @@ class Kernel:
         derived.clear()
         self._commands.clear()
         return step
+
+    def state_digest(self) -> str:
+        """A short digest of everything the kernel has built up (trading state, positions, orders), to show
+        that two kernels fed the same journal (say, a restarted daemon's and a replay's) agree."""
+        positions = [
+            (p.symbol, p.quantity, p.cost, p.realized_pnl, p.commissions, p.cash)
+            for _, p in sorted(self.portfolio.positions.items())
+        ]
+        orders = [(o.order_id, o.status.value, o.filled_qty, o.quantity, o.price) for o in self.orders.by_id.values()]
+        state = [self.state.value, positions, orders, self.portfolio.max_drawdown]
+        return hashlib.sha256(msgspec.msgpack.encode(state)).hexdigest()[:16]
 
     def next_order_id(self, strategy_id: str) -> str:
         self._order_counter += 1

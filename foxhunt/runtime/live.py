@@ -18,25 +18,28 @@ feed that fails (bad input) is recorded the same way, then reported.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
 import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio
 import structlog
 from anyio.streams.memory import MemoryObjectSendStream
 
 from foxhunt.adapters.venue_sim import SimVenue
-from foxhunt.config import Config
+from foxhunt.adapters.venue_wire_log import WireLoggedVenue
+from foxhunt.config import Config, TradingConfig
 from foxhunt.errors import InputError
 from foxhunt.messages.base import Input
 from foxhunt.messages.market import Bar, QuoteTick, TradeTick
 from foxhunt.messages.orders import OrderCanceled
 from foxhunt.messages.system import JournalDegraded, JournalRecovered, RunStarted, RunStopped
-from foxhunt.ports import Clock, JournalStore
+from foxhunt.ports import Clock, JournalStore, Venue
 from foxhunt.runtime.bus import Bus, BusClosed, publish_all
 from foxhunt.runtime.loop import TradingLoop
 from foxhunt.runtime.replay import build_kernel, recover
@@ -81,56 +84,76 @@ class _Control:
 
 async def run_paper(store: JournalStore, cfg: Config, req: RunRequest, fingerprint: dict[str, str]) -> dict:
     trading = cfg.trading()
-    config_json = trading.to_json()
     kernel = build_kernel(trading)
-    clock = req.clock
-    venue = SimVenue(kernel.instruments, trading.venue, clock)
-    started = time.perf_counter()
+    venue: Venue = SimVenue(kernel.instruments, trading.venue, req.clock)
     control = _Control()
-    async with store.writer(
-        req.journal, config=config_json, config_digest=trading.digest(), fingerprint=fingerprint
-    ) as journal:
-        recovered = await recover(store, req.journal, kernel, journal.last_seq) if journal.last_seq else 0
-        loop = TradingLoop(kernel, venue, journal, cfg.journal.durability)
-        now = clock.now()
-        await loop.submit(
-            RunStarted(
-                ts_event=now, ts_init=now, run_id=journal.last_seq + 1, seed=trading.seed,
-                config_digest=trading.digest(), config=config_json, fingerprint=fingerprint, clock=clock.name,
-            )
+    started = time.perf_counter()
+    async with contextlib.AsyncExitStack() as resources:
+        if cfg.run.wire_log:
+            venue = resources.enter_context(WireLoggedVenue(venue, Path(cfg.run.wire_log)))
+        journal = await resources.enter_async_context(
+            store.writer(req.journal, config=trading.to_json(), config_digest=trading.digest(), fingerprint=fingerprint)
         )
-        for msg in venue.connect():
-            await loop.submit(msg)
-        for order in list(kernel.orders.open.values()):
-            await loop.submit(
-                OrderCanceled(
-                    ts_event=now, ts_init=now, order_id=order.order_id, symbol=order.symbol,
-                    reason="paper venue restarted: its working orders did not survive",
-                )
-            )
-        journal.watch_health(lambda reason, outage_ns: control.push_urgent(_health_input(clock, reason, outage_ns)))
-        log.info("run_started", journal=req.journal, first_seq=journal.last_seq, recovered_inputs=recovered)
-        bus = Bus()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_run_feed, req.feed, bus.publisher(), control)
-            tg.start_soon(_watch_signals, control)
-            bus.seal()  # every source has its publisher: the bus ends when they all have
-            await _consume(loop, bus, clock, req, control)
-            tg.cancel_scope.cancel()
-        while control.urgent:  # the journal's last word on its health still goes into it
-            await loop.submit(control.urgent.popleft())
-        reason = control.reason or "feed ended"
-        now = clock.now()
-        await loop.submit(RunStopped(ts_event=now, ts_init=now, reason=reason))
-        await journal.flush()
-        last_seq = journal.last_seq
-    log.info("run_stopped", journal=req.journal, reason=reason, last_seq=last_seq)
+        loop = TradingLoop(kernel, venue, journal, cfg.journal.durability)
+        await _start(store, loop, trading, req, fingerprint)
+        journal.watch_health(lambda reason, outage: control.push_urgent(_health_input(req.clock, reason, outage)))
+        await _trade(loop, req, control)
+        await _finish(loop, req.clock, control)
+    reason = control.reason or "feed ended"
+    log.info("run_stopped", journal=req.journal, reason=reason, last_seq=journal.last_seq)
     if control.feed_error is not None:
         raise control.feed_error
     return summarize(
         kernel, events=loop.inputs + loop.derived, seconds=time.perf_counter() - started, journal=req.journal,
-        mode="run", inputs=loop.inputs, last_seq=last_seq, stopped=reason,
+        mode="run", inputs=loop.inputs, last_seq=journal.last_seq, stopped=reason,
     )
+
+
+async def _start(
+    store: JournalStore, loop: TradingLoop, trading: TradingConfig, req: RunRequest, fingerprint: dict[str, str]
+) -> None:
+    """Recover from the journal, mark the run's start, connect the venue and reconcile with it."""
+    kernel, journal, clock = loop.kernel, loop.journal, req.clock
+    recovered = await recover(store, req.journal, kernel, journal.last_seq) if journal.last_seq else 0
+    if recovered:
+        log.info("recovered", journal=req.journal, inputs=recovered, last_seq=journal.last_seq,
+                 state_digest=kernel.state_digest())
+    now = clock.now()
+    await loop.submit(
+        RunStarted(
+            ts_event=now, ts_init=now, run_id=journal.last_seq + 1, seed=trading.seed,
+            config_digest=trading.digest(), config=trading.to_json(), fingerprint=fingerprint, clock=clock.name,
+        )
+    )
+    for msg in loop.venue.connect():
+        await loop.submit(msg)
+    for order in list(kernel.orders.open.values()):
+        await loop.submit(
+            OrderCanceled(
+                ts_event=now, ts_init=now, order_id=order.order_id, symbol=order.symbol,
+                reason="paper venue restarted: its working orders did not survive",
+            )
+        )
+    log.info("run_started", journal=req.journal, first_seq=journal.last_seq, recovered_inputs=recovered)
+
+
+async def _trade(loop: TradingLoop, req: RunRequest, control: _Control) -> None:
+    """The sources and the signal watcher as tasks publishing to the bus; the loop consuming it here."""
+    bus = Bus()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_run_feed, req.feed, bus.publisher(), control)
+        tg.start_soon(_watch_signals, control)
+        bus.seal()  # every source has its publisher: the bus ends when they all have
+        await _consume(loop, bus, req.clock, req, control)
+        tg.cancel_scope.cancel()
+
+
+async def _finish(loop: TradingLoop, clock: Clock, control: _Control) -> None:
+    while control.urgent:  # the journal's last word on its health still goes into it
+        await loop.submit(control.urgent.popleft())
+    now = clock.now()
+    await loop.submit(RunStopped(ts_event=now, ts_init=now, reason=control.reason or "feed ended"))
+    await loop.journal.flush()
 
 
 async def _consume(loop: TradingLoop, bus: Bus, clock: Clock, req: RunRequest, control: _Control) -> None:

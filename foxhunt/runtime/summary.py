@@ -30,6 +30,7 @@ def summarize(kernel: Kernel, *, events: int, seconds: float, **extra: object) -
         "commissions": {ccy: format_fixed(m["commissions"]) for ccy, m in sorted(by_currency.items())},
         "max_drawdown": format_fixed(kernel.portfolio.max_drawdown),
         "trading_state": kernel.state.value,
+        "state_digest": kernel.state_digest(),
         "seconds": round(seconds, 3),
         "events_per_second": round(events / seconds) if seconds > 0 else None,
     }
