@@ -28,7 +28,7 @@ import psycopg
 import structlog
 from psycopg.types.json import Jsonb
 
-from foxhunt.adapters.pg import connect, unavailable
+from foxhunt.adapters.pg import connect, unavailable, use_fast_bytea_copy
 from foxhunt.errors import JournalError, JournalLocked, JournalMismatch, JournalUnavailable
 from foxhunt.messages import codec
 from foxhunt.messages.base import Message
@@ -138,6 +138,7 @@ class PostgresJournalWriter(JournalWriter):
     async def open(self, config: bytes, config_digest: str, fingerprint: dict[str, str]) -> None:
         """Connect, create the journal if needed, and take it: JournalLocked if another writer holds it."""
         self._conn = await connect(self._dsn, application_name=self._app)
+        use_fast_bytea_copy(self._conn)
         conn = self._conn
         try:
             await conn.execute(
@@ -271,6 +272,7 @@ class PostgresJournalWriter(JournalWriter):
                 with contextlib.suppress(psycopg.Error):
                     await conn.close()
                 continue
+            use_fast_bytea_copy(conn)
             self._conn = conn
             log.warning("journal_reconnected", journal=self.name, last_seq=last_seq)
             return last_seq

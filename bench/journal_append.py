@@ -1,0 +1,92 @@
+"""Sustained journal append through the daemon's writer, against the raw limit in the same run: a bare
+psycopg binary COPY of the same rows into the same table, in batches of the same size, durable commits.
+
+    .venv/bin/python bench/journal_append.py [--events 300000] [--batch 10000] [--repeats 3]
+
+The writer's figure includes encoding each message (the bare COPY gets its rows pre-encoded) and the
+trading loop's side of appending (numbering, queueing, back-pressure). Peak memory (max RSS) is reported
+to show the queue stays bounded. Uses FOXHUNT_DSN or the embedded cluster in FOXHUNT_STATE_DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import time
+import uuid
+
+import anyio
+import psycopg
+
+from foxhunt import bootstrap, config
+from foxhunt.adapters.feeds.synthetic import SyntheticFeed
+from foxhunt.adapters.journal_pg_writer import _COPY_IN, _TYPES, WriterPolicy
+from foxhunt.adapters.journal_postgres import PostgresJournalStore
+from foxhunt.adapters.pg import use_fast_bytea_copy
+from foxhunt.messages import codec
+from foxhunt.messages.base import parse_fixed
+from foxhunt.runtime.clock import EventClock
+
+META = dict(config=b"{}", config_digest="bench", fingerprint={})
+
+
+def bare_copy(dsn: str, rows: list[tuple], batch: int) -> float:
+    with psycopg.connect(dsn) as conn:
+        use_fast_bytea_copy(conn)  # the best a bare COPY can do, as the writer does
+        started = time.perf_counter()
+        for i in range(0, len(rows), batch):
+            with conn.cursor() as cur, cur.copy(_COPY_IN) as copy:
+                copy.set_types(_TYPES)
+                for row in rows[i : i + batch]:
+                    copy.write_row(row)
+            conn.commit()
+        return time.perf_counter() - started
+
+
+async def through_writer(dsn: str, messages: list, batch: int) -> float:
+    store = PostgresJournalStore(dsn, WriterPolicy(batch_max=batch, queue_max=10 * batch))
+    async with store.writer(f"bench-append-{uuid.uuid4().hex[:8]}", **META) as writer:
+        started = time.perf_counter()
+        for msg in messages:
+            if writer.backlogged:
+                await writer.relieve()
+            writer.append(msg)
+        await writer.flush()
+        return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--events", type=int, default=300_000)
+    parser.add_argument("--batch", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    cfg = config.load(None)
+    dsn = bootstrap.resolve_dsn(cfg)
+    anyio.run(bootstrap.open_store, cfg, dsn)  # migrations
+    eurusd = cfg.trading().build_instruments()["EURUSD"]
+    messages = list(SyntheticFeed(7, args.events, eurusd, parse_fixed("1.1"), EventClock()))
+    with psycopg.connect(dsn) as conn:
+        (journal_id,) = conn.execute(
+            "INSERT INTO journals (name, config, config_digest, fingerprint) VALUES (%s, '{}', 'bench', '{}')"
+            " RETURNING id", (f"bench-bare-{uuid.uuid4().hex[:8]}",),
+        ).fetchone()
+    rows = [(journal_id, i + 1, type(m).__name__, m.ts_event, m.ts_init, None, None, codec.encode(m))
+            for i, m in enumerate(messages)]
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    bare, writer = [], []
+    for r in range(args.repeats):
+        bare.append(bare_copy(dsn, [(journal_id, seq + r * len(rows), *rest) for _, seq, *rest in rows], args.batch))
+        writer.append(anyio.run(through_writer, dsn, messages, args.batch, backend_options={"use_uvloop": True}))
+    n = len(messages)
+    bare_rate, writer_rate = n / statistics.median(bare), n / statistics.median(writer)
+    print(f"{n} events per run, batches of {args.batch}, {args.repeats} repeats, medians:")
+    print(f"  bare psycopg binary COPY   {bare_rate:12,.0f} rows/s")
+    print(f"  foxhunt journal writer     {writer_rate:12,.0f} events/s  ({writer_rate / bare_rate:.0%} of bare COPY)")
+    growth = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
+    print(f"  peak RSS growth during the runs: {growth:.0f} MiB (the rows and messages themselves are held before)")
+
+
+if __name__ == "__main__":
+    main()
