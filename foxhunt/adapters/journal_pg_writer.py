@@ -3,7 +3,7 @@
 The writer numbers events itself, in memory, at append: the advisory lock it holds guarantees nobody else
 writes the journal, so numbers are gap-free and insert order is commit order, and a reader that has seen
 sequence number n has seen everything before it. Its task drains the queue and writes each batch with
-one binary COPY, one NOTIFY (which wakes tailing readers) and one COMMIT.
+one binary COPY and one COMMIT; a trigger (migrations/0002) wakes tailing readers with one NOTIFY.
 
 Nothing is dropped. When a write fails, the batch stays in hand and the writer reports the journal
 degraded (the runtime halts trading), reconnects with capped exponential backoff, takes the lock again,
@@ -37,7 +37,7 @@ from foxhunt.ports import JournalWriter
 log = structlog.get_logger("foxhunt.journal")
 
 LOCK_CLASS = 0x4648  # "FH": first key of the two-key advisory lock; the second is the journal id
-NOTIFY_CHANNEL = "foxhunt_events"
+NOTIFY_CHANNEL = "foxhunt_events"  # see migrations/0002_notify_trigger.sql
 _COLUMNS = ("journal_id", "seq", "kind", "ts_event", "ts_init", "causation", "correlation", "payload")
 _TYPES = ["int8", "int8", "text", "int8", "int8", "int8", "int8", "bytea"]
 _COPY_IN = f"COPY events ({', '.join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
@@ -242,15 +242,11 @@ class PostgresJournalWriter(JournalWriter):
             with anyio.fail_after(self.policy.write_timeout):
                 if self._conn is None:
                     raise psycopg.OperationalError("not connected")
-                async with self._conn.cursor() as cur:
-                    async with cur.copy(_COPY_IN) as copy:
-                        copy.set_types(_TYPES)
-                        for row in batch:
-                            await copy.write_row(row)
-                    await cur.execute(
-                        "SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"{self.journal_id}:{batch[-1][_SEQ]}")
-                    )
-                await self._conn.commit()
+                async with self._conn.cursor() as cur, cur.copy(_COPY_IN) as copy:
+                    copy.set_types(_TYPES)
+                    for row in batch:
+                        await copy.write_row(row)
+                await self._conn.commit()  # the events_notify trigger has queued the NOTIFY for followers
         finally:
             self._write_started = None
 

@@ -15,14 +15,13 @@ import psycopg
 import structlog
 from psycopg import sql
 
+from foxhunt.adapters.journal_pg_reader import PAGE_QUERY, read_pages, to_records
 from foxhunt.adapters.journal_pg_writer import NOTIFY_CHANNEL, PostgresJournalWriter, WriterPolicy
 from foxhunt.adapters.pg import connect, unavailable
 from foxhunt.errors import JournalNotFound, JournalUnavailable
-from foxhunt.messages import codec
 from foxhunt.ports import PAGE_SIZE, JournalInfo, JournalStore, Record
 
 log = structlog.get_logger("foxhunt.journal")
-_PAGE = "SELECT seq, causation, payload FROM events WHERE journal_id = %s AND seq >= %s ORDER BY seq LIMIT %s"
 
 
 class PostgresJournalStore(JournalStore):
@@ -78,37 +77,23 @@ class PostgresJournalStore(JournalStore):
     async def read(
         self, name: str, from_seq: int = 1, limit: int | None = None, *, decode_derived: bool = True
     ) -> AsyncIterator[list[Record]]:
-        conn = await connect(self.dsn, autocommit=True, application_name="foxhunt reader")
         try:
-            async with conn:
-                journal_id = await self._journal_id(conn, name)
-                async for page in self._pages(conn, journal_id, from_seq, limit, decode_derived):
-                    yield page
+            async for page in read_pages(self.dsn, name, from_seq, limit, self.page_size, decode_derived):
+                yield page
         except psycopg.Error as e:
             raise unavailable(e, self.dsn, f"reading journal {name!r}") from e
 
-    async def _pages(
-        self, conn: psycopg.AsyncConnection, journal_id: int, from_seq: int, limit: int | None,
-        decode_derived: bool = True,
-    ) -> AsyncIterator[list[Record]]:
-        """Keyset pages by sequence number, fetched in binary (psycopg builds the rows in C)."""
-        decode = codec.decode
-        seq, remaining = from_seq, limit
+    async def _new_pages(self, conn: psycopg.AsyncConnection, journal_id: int, seq: int) -> AsyncIterator[list[Record]]:
+        """What the journal holds from `seq` on, in pages, on the follower's own connection."""
         async with conn.cursor(binary=True) as cur:
-            while remaining is None or remaining > 0:
-                size = self.page_size if remaining is None else min(self.page_size, remaining)
-                await cur.execute(_PAGE, (journal_id, seq, size))
+            while True:
+                await cur.execute(PAGE_QUERY, (journal_id, seq, self.page_size))
                 rows = await cur.fetchall()
                 if rows:
-                    if decode_derived:
-                        yield [Record(s, c, decode(p), p) for s, c, p in rows]
-                    else:
-                        yield [Record(s, c, None if c else decode(p), p) for s, c, p in rows]
+                    yield to_records(rows)
                     seq = rows[-1][0] + 1
-                if len(rows) < size:
+                if len(rows) < self.page_size:
                     return
-                if remaining is not None:
-                    remaining -= len(rows)
 
     async def tail(self, name: str, from_seq: int = 1) -> AsyncIterator[list[Record]]:
         """Follow a journal: catch up by position, then wait for the writer's NOTIFY after each batch.
@@ -124,7 +109,7 @@ class PostgresJournalStore(JournalStore):
                     await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(NOTIFY_CHANNEL)))
                     delay = 0.05
                     while True:
-                        async for page in self._pages(conn, journal_id, seq, None):
+                        async for page in self._new_pages(conn, journal_id, seq):
                             seq = page[-1].seq + 1
                             yield page
                         async for _ in conn.notifies(timeout=1.0, stop_after=1):
