@@ -64,3 +64,4 @@ class Bar(Input, frozen=True, kw_only=True):
 
 
 MarketData = QuoteTick | TradeTick | Bar
+MARKET_DATA_TYPES = frozenset({QuoteTick, TradeTick, Bar})  # `type(msg) in MARKET_DATA_TYPES`: one hash lookup

@@ -36,7 +36,7 @@ from foxhunt.adapters.venue_wire_log import WireLoggedVenue
 from foxhunt.config import Config, TradingConfig
 from foxhunt.errors import InputError
 from foxhunt.messages.base import Input
-from foxhunt.messages.market import Bar, QuoteTick, TradeTick
+from foxhunt.messages.market import MARKET_DATA_TYPES
 from foxhunt.messages.orders import OrderCanceled
 from foxhunt.messages.system import JournalDegraded, JournalRecovered, RunStarted, RunStopped
 from foxhunt.ports import Clock, JournalStore, Venue
@@ -46,7 +46,6 @@ from foxhunt.runtime.replay import build_kernel, recover
 from foxhunt.runtime.summary import summarize
 
 log = structlog.get_logger("foxhunt.live")
-MARKET_DATA = (QuoteTick, TradeTick, Bar)
 
 
 @dataclass
@@ -178,7 +177,7 @@ async def _consume(loop: TradingLoop, bus: Bus, clock: Clock, req: RunRequest, c
                 control.request_stop("duration")
             continue
         clock.advance(msg.ts_init)
-        if isinstance(msg, MARKET_DATA):
+        if type(msg) in MARKET_DATA_TYPES:
             await loop.market(msg)
         else:
             await loop.submit(msg)

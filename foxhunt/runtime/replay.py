@@ -23,15 +23,16 @@ from foxhunt.core.risk import PreTradeGate
 from foxhunt.core.strategies import build_strategy
 from foxhunt.errors import JournalMismatch, VerificationFailed
 from foxhunt.messages import codec
-from foxhunt.messages.market import Bar, QuoteTick, TradeTick
+from foxhunt.messages.market import MARKET_DATA_TYPES
 from foxhunt.messages.system import RunStarted, VenueConnected, VenueDisconnected
 from foxhunt.ports import JournalStore, Record
 from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.loop import DiscardingJournal, TradingLoop
 from foxhunt.runtime.summary import summarize
 
-MARKET_DATA = (QuoteTick, TradeTick, Bar)
-FROM_VENUE = frozenset(codec.VENUE_REPORT_KINDS | {VenueConnected.__name__, VenueDisconnected.__name__})
+FROM_VENUE = frozenset(
+    t for t in codec.MESSAGE_TYPES if t.__name__ in codec.VENUE_REPORT_KINDS or t in (VenueConnected, VenueDisconnected)
+)
 
 
 def build_kernel(trading: TradingConfig) -> Kernel:
@@ -65,30 +66,38 @@ class Verifier:
     def __init__(self, name: str, kernel: Kernel) -> None:
         self.name = name
         self.kernel = kernel
-        self.events = self.inputs = self.compared = 0
+        self.events = self.inputs = 0
         self.expected: deque[bytes] = deque()
         self.cause: Record | None = None
 
-    def feed(self, record: Record) -> None:
-        self.events += 1
-        if record.causation is None:
-            if self.expected:
-                raise self._diverged(None, f"replay derived more events before input seq {record.seq}")
-            self.cause = record
-            self.inputs += 1
-            step = self.kernel.handle(record.seq, record.message)
-            if step.derived:
-                encode = codec.encode
-                self.expected.extend(encode(e) for e in step.derived)
-            return
-        if self.cause is None or record.causation != self.cause.seq:
-            raise self._diverged(record, f"seq {record.seq} names input {record.causation} as its cause")
-        if not self.expected:
-            raise self._diverged(record, f"the journal has derived event seq {record.seq} that replay did not derive")
-        self.compared += 1
-        if self.expected[0] != record.payload:
-            raise self._diverged(record, f"derived event seq {record.seq} differs")
-        self.expected.popleft()
+    def feed(self, page: list[Record]) -> None:
+        """One page of records, in order. The loop keeps its state in locals (it runs for every record
+        of the journal) and writes it back once per page."""
+        handle, encode, expected, cause = self.kernel.handle, codec.encode, self.expected, self.cause
+        inputs = 0
+        try:
+            for record in page:
+                if record.causation is None:
+                    if expected:
+                        raise self._diverged(None, f"replay derived more events before input seq {record.seq}")
+                    self.cause = cause = record
+                    inputs += 1
+                    step = handle(record.seq, record.message)
+                    if step.derived:
+                        expected.extend(encode(e) for e in step.derived)
+                elif cause is None or record.causation != cause.seq:
+                    raise self._diverged(record, f"seq {record.seq} names input {record.causation} as its cause")
+                elif not expected:
+                    raise self._diverged(
+                        record, f"the journal has derived event seq {record.seq} that replay did not derive"
+                    )
+                elif expected[0] != record.payload:
+                    raise self._diverged(record, f"derived event seq {record.seq} differs")
+                else:
+                    expected.popleft()
+        finally:
+            self.events += len(page)
+            self.inputs += inputs
 
     def finish(self) -> None:
         if self.expected:
@@ -112,13 +121,11 @@ async def verify(store: JournalStore, name: str, trading: TradingConfig) -> dict
     started = time.perf_counter()
     async with aclosing(store.read(name, decode_derived=False)) as pages:
         async for page in pages:
-            feed = verifier.feed
-            for record in page:
-                feed(record)
+            verifier.feed(page)
     verifier.finish()
     return summarize(
         verifier.kernel, events=verifier.events, seconds=time.perf_counter() - started, journal=name,
-        mode="verify", inputs=verifier.inputs, verified=verifier.compared,
+        mode="verify", inputs=verifier.inputs, verified=verifier.events - verifier.inputs,
     )
 
 
@@ -134,10 +141,10 @@ async def backtest(store: JournalStore, name: str, trading: TradingConfig) -> di
             events += len(page)
             for record in page:
                 msg = record.message
-                if record.causation is not None or type(msg).__name__ in FROM_VENUE:
+                if record.causation is not None or type(msg) in FROM_VENUE:
                     continue
                 clock.advance(msg.ts_init)
-                if isinstance(msg, MARKET_DATA):
+                if type(msg) in MARKET_DATA_TYPES:
                     await loop.market(msg)
                 else:
                     await loop.submit(msg)
