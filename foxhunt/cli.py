@@ -21,6 +21,7 @@ from foxhunt.errors import ConfigError, FoxhuntError, VerificationFailed
 from foxhunt.observability import logging as fh_logging
 from foxhunt.runtime import replay
 from foxhunt.runtime.clock import EventClock, WallClock
+from foxhunt.runtime.ingest import ingest
 from foxhunt.runtime.live import RunRequest, run_paper
 
 EXIT_OK, EXIT_DIVERGED, EXIT_ERROR = 0, 1, 2
@@ -52,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="override a recorded configuration value, e.g. strategy.ema_cross.fast=5")
     rep.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
+    ing = sub.add_parser("ingest", parents=[common], help="bulk-load market data into a journal")
+    ing.add_argument("file", metavar="FILE", help="a CSV file, or a feed spec such as csv:PATH,symbol=EURUSD")
+    ing.add_argument("--journal", required=True, metavar="NAME")
+    ing.add_argument("--on-bad-row", choices=["error", "skip"], default="error")
+    ing.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+
     jr = sub.add_parser("journal", help="inspect journals").add_subparsers(dest="action", required=True, metavar="ACTION")
     jr.add_parser("list", parents=[common], help="list journals")
     show = jr.add_parser("show", parents=[common], help="print events")
@@ -75,7 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     fh_logging.configure(args.log_level)
     try:
         cfg = config.load(args.config)
-        handler: Callable = {"run": cmd_run, "replay": cmd_replay, "journal": cmd_journal, "db": cmd_db}[args.command]
+        handlers = {"run": cmd_run, "replay": cmd_replay, "ingest": cmd_ingest, "journal": cmd_journal, "db": cmd_db}
+        handler: Callable = handlers[args.command]
         return handler(args, cfg)
     except BaseException as e:  # noqa: BLE001 - sorted into exit codes below; anything else re-raises
         return _report(e)
@@ -130,6 +138,19 @@ def cmd_replay(args: argparse.Namespace, cfg: config.Config) -> int:
         trading = await replay.trading_config(store, args.journal, args.sets, override)
         run = replay.verify if args.verify else replay.backtest
         return await run(store, args.journal, trading)
+
+    _print_summary(_run_async(go), args.json)
+    return EXIT_OK
+
+
+def cmd_ingest(args: argparse.Namespace, cfg: config.Config) -> int:
+    spec = args.file if args.file.startswith(("csv:", "synthetic:")) else f"csv:{args.file}"
+    feed = open_feed(spec, cfg.trading().build_instruments(), EventClock(), args.on_bad_row)
+    dsn = bootstrap.resolve_dsn(cfg)
+
+    async def go():
+        store = await bootstrap.open_store(cfg, dsn)
+        return await ingest(store, cfg, args.journal, feed, bootstrap.fingerprint())
 
     _print_summary(_run_async(go), args.json)
     return EXIT_OK

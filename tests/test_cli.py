@@ -162,3 +162,24 @@ def test_db_commands(cli_env, state_dir):
         f"host={state_dir.resolve()}/pg/run port=5432 dbname=foxhunt user=foxhunt"
     )
     assert "migration" in ok("db", "migrate", env=cli_env).stdout
+
+
+def test_ingest_loads_market_data_to_backtest_and_refuses_what_makes_no_sense(cli_env, journal_name, tmp_path):
+    rows = "".join(f"2020-01-01 00:{i // 60:02d}:{i % 60:02d}+00:00,1.1{i % 97:03d}0,1.1{i % 97 + 3:03d}0\n"
+                   for i in range(3000))
+    path = tmp_path / "eurusd.csv"
+    path.write_text("timestamp,bid,ask\n" + rows)
+    loaded = summary("ingest", str(path), "--journal", journal_name, env=cli_env)
+    assert (loaded["rows"], loaded["last_seq"]) == (3000, 3002)  # plus RunStarted and RunStopped
+    again = summary("ingest", f"csv:{path},symbol=EURUSD", "--journal", journal_name, env=cli_env)
+    assert again["last_seq"] == 6004  # a second file goes on the same journal
+    backtest = summary("replay", journal_name, env=cli_env)
+    assert backtest["orders"] > 0 and backtest["mode"] == "backtest"
+    done = foxhunt("replay", journal_name, "--verify", env=cli_env)
+    assert done.returncode == 2 and "never traded: nothing to verify" in done.stderr
+    done = foxhunt("run", "--journal", journal_name, "--feed", "synthetic:n=10", env=cli_env)
+    assert done.returncode == 2 and "nothing to trade on" in done.stderr
+    traded = f"{journal_name}-traded"
+    ok("run", "--journal", traded, "--feed", "synthetic:n=100", "--clock", "feed", env=cli_env)
+    done = foxhunt("ingest", str(path), "--journal", traded, env=cli_env)
+    assert done.returncode == 2 and "was traded on" in done.stderr

@@ -47,6 +47,15 @@ def parse_fixed(text: str) -> int:
     Raises ValueError naming the text for anything that is not a plain finite decimal with at most
     nine fractional digits.
     """
+    # Fast path for what market data files hold (digits, a dot, at most nine digits): feed parsing and
+    # ingest call this twice or four times a row.
+    whole, _, frac = text.partition(".")
+    if whole.isdecimal() and len(frac) <= SCALE_DIGITS and (frac.isdecimal() or not frac):
+        return int(whole + frac.ljust(SCALE_DIGITS, "0"))
+    return _parse_fixed_general(text)
+
+
+def _parse_fixed_general(text: str) -> int:
     s = text.strip()
     neg = s.startswith("-")
     if neg or s.startswith("+"):

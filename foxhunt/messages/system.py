@@ -22,6 +22,7 @@ class RunStarted(Input, frozen=True, kw_only=True):
     config: bytes  # the full configuration as canonical JSON, so a replay can rebuild the kernel
     fingerprint: dict[str, str]
     clock: str
+    recorded_by: str = "run"  # "run": traded by the daemon; "ingest": market data loaded, nothing derived
 
 
 class RunStopped(Input, frozen=True, kw_only=True):

@@ -42,7 +42,7 @@ from foxhunt.messages.system import JournalDegraded, JournalRecovered, RunStarte
 from foxhunt.ports import Clock, JournalStore, Venue
 from foxhunt.runtime.bus import Bus, BusClosed, publish_all
 from foxhunt.runtime.loop import TradingLoop
-from foxhunt.runtime.replay import build_kernel, recover
+from foxhunt.runtime.replay import build_kernel, recover, refuse_if_ingested
 from foxhunt.runtime.summary import summarize
 
 log = structlog.get_logger("foxhunt.live")
@@ -113,6 +113,8 @@ async def _start(
 ) -> None:
     """Recover from the journal, mark the run's start, connect the venue and reconcile with it."""
     kernel, journal, clock = loop.kernel, loop.journal, req.clock
+    if journal.last_seq:
+        await refuse_if_ingested(store, req.journal, "trade on")
     recovered = await recover(store, req.journal, kernel, journal.last_seq) if journal.last_seq else 0
     if recovered:
         log.info("recovered", journal=req.journal, inputs=recovered, last_seq=journal.last_seq,

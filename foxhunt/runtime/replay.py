@@ -56,6 +56,14 @@ async def trading_config(store: JournalStore, name: str, sets: list[str] | None,
     return trading_from_json(started.config, sets)
 
 
+async def refuse_if_ingested(store: JournalStore, name: str, doing: str) -> None:
+    if (await recorded_config(store, name)).recorded_by == "ingest":
+        raise JournalMismatch(
+            f"journal {name!r} holds ingested market data that was never traded: nothing to {doing};"
+            f" backtest it with `foxhunt replay {name}`"
+        )
+
+
 def _show(seq: int | str, message: object) -> str:
     return f"  seq {seq}: {msgspec.json.encode(message).decode()}"
 
@@ -117,6 +125,7 @@ class Verifier:
 
 
 async def verify(store: JournalStore, name: str, trading: TradingConfig) -> dict[str, object]:
+    await refuse_if_ingested(store, name, "verify")
     verifier = Verifier(name, build_kernel(trading))
     started = time.perf_counter()
     async with aclosing(store.read(name, decode_derived=False)) as pages:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -51,18 +52,38 @@ def iso_to_ns(text: str) -> int:
     return (stamp - _EPOCH) // _US * 1000
 
 
+@functools.lru_cache(maxsize=64)
+def _days_since_epoch(yyyymmdd: str) -> int:
+    """Days from 1970-01-01 to a YYYYMMDD date; cached, since consecutive ticks share their date."""
+    try:
+        return dt.date(int(yyyymmdd[:4]), int(yyyymmdd[4:6]), int(yyyymmdd[6:8])).toordinal() - _EPOCH_ORDINAL
+    except ValueError:
+        raise BadRow(f"invalid date {yyyymmdd!r}") from None
+
+
 def histdata_to_ns(text: str) -> int:
     if len(text) != 18 or text[8] != " " or not (text[:8] + text[9:]).isdigit():
         raise BadRow(f"not a HistData timestamp (YYYYMMDD HHMMSSmmm): {text!r}")
-    try:
-        days = dt.date(int(text[:4]), int(text[4:6]), int(text[6:8])).toordinal() - _EPOCH_ORDINAL
-    except ValueError:
-        raise BadRow(f"invalid date in {text!r}") from None
+    days = _days_since_epoch(text[:8])
     hh, mm, ss, ms = int(text[9:11]), int(text[11:13]), int(text[13:15]), int(text[15:18])
     if hh > 23 or mm > 59 or ss > 60:
         raise BadRow(f"invalid time in {text!r}")
     local_ns = ((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1000 + ms) * 1_000_000
     return local_ns + _HISTDATA_UTC_OFFSET_NS
+
+
+def prices(fields: list[str], names: tuple[str, ...]) -> list[int]:
+    """Positive prices from a row's fields: one pass when all is well (the common case), and the
+    field-by-field check below only to say which field is wrong."""
+    try:
+        values = [parse_fixed(text) for text in fields]
+        if min(values) > 0:
+            return values
+    except ValueError:
+        pass
+    for text, name in zip(fields, names, strict=True):
+        price(text, name)
+    raise AssertionError("unreachable: price() raised for the bad field")
 
 
 def price(text: str, name: str) -> int:
@@ -146,20 +167,18 @@ class CsvFeed:
                 yield msg
 
     def _quote(self, row: list[str], stamp) -> QuoteTick:
-        ts = iso_to_ns(row[0])
-        return QuoteTick(
-            ts_event=ts, ts_init=stamp(ts), symbol=self.symbol, bid=price(row[1], "bid"), ask=price(row[2], "ask")
-        )
+        return self._quote_at(iso_to_ns(row[0]), row, stamp)
 
     def _histdata(self, row: list[str], stamp) -> QuoteTick:
-        ts = histdata_to_ns(row[0])
-        return QuoteTick(
-            ts_event=ts, ts_init=stamp(ts), symbol=self.symbol, bid=price(row[1], "bid"), ask=price(row[2], "ask")
-        )
+        return self._quote_at(histdata_to_ns(row[0]), row, stamp)
+
+    def _quote_at(self, ts: int, row: list[str], stamp) -> QuoteTick:
+        bid, ask = prices(row[1:3], ("bid", "ask"))
+        return QuoteTick(ts_event=ts, ts_init=stamp(ts), symbol=self.symbol, bid=bid, ask=ask)
 
     def _bar(self, row: list[str], stamp) -> Bar:
         ts = iso_to_ns(row[0]) + self.interval_ns
-        o, h, lo, c = (price(v, n) for v, n in zip(row[1:], ("open", "high", "low", "close"), strict=True))
+        o, h, lo, c = prices(row[1:5], ("open", "high", "low", "close"))
         if not (lo <= min(o, c) and max(o, c) <= h):
             raise BadRow(f"high {row[2]} and low {row[3]} do not bracket open {row[1]} and close {row[4]}")
         return Bar(
