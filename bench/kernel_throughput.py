@@ -31,7 +31,7 @@ from foxhunt import config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.venue_sim import SimVenue
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk import PreTradeGate
+from foxhunt.core.risk import PreTradeRisk
 from foxhunt.messages.base import parse_fixed
 from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.loop import DiscardingJournal, TradingLoop
@@ -86,7 +86,7 @@ def main() -> None:
             kernel = build_kernel(cfg)
             results[f"foxhunt {name}"].append(anyio.run(run_foxhunt, kernel, trading.venue, quotes))
             orders[name] = len(kernel.orders.by_id)
-        bare = Kernel(instruments, [], PreTradeGate(trading.risk))
+        bare = Kernel(instruments, [], PreTradeRisk(trading.risk, instruments))
         results["foxhunt no strategy"].append(anyio.run(run_foxhunt, bare, trading.venue, quotes))
         if python is not None:
             out = subprocess.run([str(python), str(HERE / "nautilus_anchor.py"), str(data)], check=True,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk import PreTradeGate, RiskLimits
+from foxhunt.core.risk import PreTradeRisk, RiskLimits
 from foxhunt.core.strategy import Strategy
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.market import Instrument, QuoteTick
@@ -49,5 +49,5 @@ def kernel(script=None, max_order_qty: str = "1000000") -> tuple[Kernel, Scripte
     strategy = Scripted(script)
     from decimal import Decimal
 
-    gate = PreTradeGate(RiskLimits(max_order_qty=Decimal(max_order_qty)))
+    gate = PreTradeRisk(RiskLimits(max_order_qty=Decimal(max_order_qty)), INSTRUMENTS)
     return Kernel(INSTRUMENTS, [strategy], gate), strategy

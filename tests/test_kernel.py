@@ -74,7 +74,7 @@ def test_crossed_and_locked_quotes_are_flagged_and_not_traded_on():
     for bid, ask, reason in (("1.1003", "1.1001", "crossed quote"), ("1.1", "1.1", "locked quote")):
         (flag,) = k.handle(1, quote(10, bid, ask)).derived
         assert isinstance(flag, MarketDataFlagged) and flag.reason == reason
-    assert not k.orders.by_id and "EURUSD" not in k.quotes
+    assert not k.orders.by_id and "EURUSD" not in k.market
 
 
 def test_admin_halt_denies_new_orders_and_resume_allows_them():
@@ -123,12 +123,12 @@ def test_a_strategy_that_never_stops_asking_is_stopped():
 
 def test_same_inputs_give_byte_identical_outputs():
     from foxhunt.adapters.feeds.synthetic import SyntheticFeed
-    from foxhunt.core.risk import PreTradeGate, RiskLimits
+    from foxhunt.core.risk import PreTradeRisk, RiskLimits
     from foxhunt.core.strategies import StrategyParams, build_strategy
     from tests.fakes import INSTRUMENTS, Clock
 
     def run() -> list[bytes]:
-        k = Kernel(INSTRUMENTS, [build_strategy(StrategyParams())], PreTradeGate(RiskLimits()))
+        k = Kernel(INSTRUMENTS, [build_strategy(StrategyParams())], PreTradeRisk(RiskLimits(), INSTRUMENTS))
         out = []
         for seq, q in enumerate(SyntheticFeed(3, 5000, INSTRUMENTS["EURUSD"], d("1.1"), Clock()), 1):
             out.extend(codec.encode(e) for e in k.handle(seq, q).derived)

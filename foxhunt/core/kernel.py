@@ -15,7 +15,7 @@ import msgspec
 
 from foxhunt.core.orders import Order, Orders
 from foxhunt.core.portfolio import Portfolio
-from foxhunt.core.risk import PreTradeGate
+from foxhunt.core.risk import PreTradeRisk
 from foxhunt.core.strategy import Strategy, StrategyContext
 from foxhunt.messages.base import Derived, Input
 from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
@@ -68,14 +68,14 @@ class KernelError(Exception):
 
 
 class Kernel:
-    def __init__(self, instruments: dict[str, Instrument], strategies: list[Strategy], gate: PreTradeGate):
+    def __init__(self, instruments: dict[str, Instrument], strategies: list[Strategy], gate: PreTradeRisk):
         self.instruments = instruments
         self.strategies = strategies
         self.gate = gate
         self.orders = Orders()
         self.portfolio = Portfolio()
         self.state = TradingState.ACTIVE
-        self.quotes: dict[str, QuoteTick] = {}
+        self.market: dict[str, QuoteTick | Bar | TradeTick] = {}  # last usable market data per symbol
         self.venues_down: set[str] = set()
         self.seed: int | None = None
         self.state_before_journal_halt: TradingState | None = None
@@ -106,6 +106,7 @@ class Kernel:
             case Bar():
                 self._on_bar(msg)
             case TradeTick():
+                self.market[msg.symbol] = msg
                 for s in self.strategies:
                     s.on_trade(msg, self.contexts[s.strategy_id])
             case (
@@ -167,13 +168,14 @@ class Kernel:
                 MarketDataFlagged(ts_event=q.ts_event, ts_init=q.ts_init, symbol=q.symbol, reason=reason)
             )
             return
-        self.quotes[q.symbol] = q
+        self.market[q.symbol] = q
         self.portfolio.mark(q.symbol, (q.bid + q.ask) // 2)
         for on_quote, ctx in self._quote_handlers:
             on_quote(q, ctx)
 
     def _on_bar(self, bar: Bar) -> None:
         # a bar of one side is still the best mark there is (a bid bar is what a long could sell at)
+        self.market[bar.symbol] = bar
         self.portfolio.mark(bar.symbol, bar.close)
         for s in self.strategies:
             s.on_bar(bar, self.contexts[s.strategy_id])
@@ -181,7 +183,11 @@ class Kernel:
     # --- orders ----------------------------------------------------------------------------------
 
     def _on_order_event(self, order_id: str, event: Input) -> Order:
-        order = self.orders.apply(order_id, event)
+        order = self.orders.get(order_id)
+        was_open, leaves, price = order.is_open, order.leaves_qty, order.price
+        self.orders.apply(order_id, event)
+        if was_open or order.is_open:
+            self.gate.on_order(order, was_open, leaves, price)
         for s in self.strategies:
             if s.strategy_id == order.strategy_id:
                 s.on_order_event(event, order, self.contexts[s.strategy_id])
@@ -227,7 +233,7 @@ class Kernel:
     def _submit(self, cmd: SubmitOrder) -> None:
         order = Order.from_command(cmd)
         self.orders.add(order)
-        denial = self.gate.check_submit(cmd, self.portfolio.quantity(cmd.symbol), self.state)
+        denial = self.gate.check_submit(cmd, self)
         if denial is None and self.venues_down:
             denial = ("VENUE_DISCONNECTED", ",".join(sorted(self.venues_down)))
         self._verdict(cmd, denial)
@@ -241,9 +247,9 @@ class Kernel:
 
     def _replace(self, cmd: ReplaceOrder) -> None:
         order = self.orders.get(cmd.order_id)
-        denial = self.gate.check_replace(cmd, self.state)
-        if denial is None and not order.is_open:
-            denial = ("ORDER_NOT_OPEN", f"status={order.status.value}")
+        denial = ("ORDER_NOT_OPEN", f"status={order.status.value}") if not order.is_open else None
+        if denial is None:
+            denial = self.gate.check_replace(cmd, order, self)
         if denial is not None:
             self._verdict(cmd, denial)
         else:

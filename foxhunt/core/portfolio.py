@@ -82,6 +82,8 @@ class Portfolio:
         self.max_drawdown = 0
         self._unrealized_total = 0
         self._closed_total = 0  # realised PnL minus commissions, over all positions
+        self._cost_total = 0  # signed cost basis of all open positions
+        self.gross_exposure = 0  # sum of |position at market|, money nanos (for the risk engine)
 
     def position(self, symbol: str) -> Position | None:
         return self.positions.get(symbol)
@@ -98,10 +100,12 @@ class Portfolio:
 
     def apply_fill(self, pos: Position, side: Side, qty: int, price: int, commission: int) -> None:
         before_closed = pos.realized_pnl - pos.commissions
-        before_unrealized = pos.unrealized_pnl
+        before_unrealized, before_cost = pos.unrealized_pnl, pos.cost
         pos.apply_fill(side, qty, price, commission)
         self._closed_total += pos.realized_pnl - pos.commissions - before_closed
         self._unrealized_total += pos.unrealized_pnl - before_unrealized
+        self._cost_total += pos.cost - before_cost
+        self.gross_exposure += abs(pos.unrealized_pnl + pos.cost) - abs(before_unrealized + before_cost)
         self._track_equity()
 
     def mark(self, symbol: str, price: int) -> None:
@@ -112,6 +116,7 @@ class Portfolio:
             return
         unrealized = price * pos.quantity // SCALE * pos.multiplier - pos.cost
         change = unrealized - pos.unrealized_pnl
+        self.gross_exposure += abs(unrealized + pos.cost) - abs(pos.unrealized_pnl + pos.cost)
         pos.mark = price
         pos.unrealized_pnl = unrealized
         self._unrealized_total += change
@@ -120,6 +125,11 @@ class Portfolio:
             self.peak_equity = equity
         elif self.peak_equity - equity > self.max_drawdown:
             self.max_drawdown = self.peak_equity - equity
+
+    @property
+    def net_exposure(self) -> int:
+        """Sum of signed positions at market (market value = cost basis + unrealised PnL), money nanos."""
+        return self._cost_total + self._unrealized_total
 
     @property
     def equity(self) -> int:

@@ -1,25 +1,71 @@
-"""The pre-trade gate every order command passes before it can reach a venue.
+"""The pre-trade risk engine: every order command passes it before it can reach a venue.
 
-This is the spine's placeholder: trading state, reduce-only and a maximum order size. The risk engine
-(numba kernels over arrays, the full control set) replaces `PreTradeGate` behind the same two methods.
+Per-order controls, checked by one compiled kernel (core/risk_checks.py) in this order, the first that
+fails naming the denial: trading state (HALTED, REDUCING), restricted list (no trade, reduce only),
+reduce-only orders, lot and tick conformity, minimum and maximum quantity, reference price present and
+fresh, maximum notional, price collars (percentage and ticks around the reference mid), position limits
+long and short including working orders, open orders and open quantity, and the account's gross and net
+exposure and credit (positions at market plus working orders). An order that reduces a position is not
+held back by position, exposure or credit limits.
+
+Configuration: every field of `RiskLimits` is the default of every instrument, and `[risk.instruments.X]`
+overrides them for instrument X; a limit left unset is off. Journals carry their configuration and replay rebuilds it, so a limit added from now on must
+default to off: an old journal then replays as recorded.
+
+The reference price is the last market data of the instrument that the kernel accepted: a quote's mid, a
+bar's close, a trade's price; its age is measured in event time, from that data to the input being
+handled.
 A denial is a value (`Denial`), never an exception; the kernel turns it into an `OrderDenied` event.
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import msgspec
+import numpy as np
 
+from foxhunt.core import risk_checks as rc
 from foxhunt.core.fixed import nanos
-from foxhunt.messages.base import format_fixed
+from foxhunt.messages.base import SCALE, format_fixed
+from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import ReplaceOrder, Side, SubmitOrder
 from foxhunt.messages.system import TradingState
 
+if TYPE_CHECKING:
+    from foxhunt.core.kernel import Kernel
+    from foxhunt.core.orders import Order
 
-class RiskLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    max_order_qty: Decimal = Decimal("10000000")
+
+class InstrumentRisk(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Limits of one instrument; quantities and notionals are decimals in instrument units."""
+
+    max_order_qty: Decimal | None = None
+    min_order_qty: Decimal | None = None
+    max_order_notional: Decimal | None = None
+    collar_bps: int | None = None  # limit price at most this many basis points from the reference price
+    collar_ticks: int | None = None  # ... and at most this many ticks
+    max_position_long: Decimal | None = None  # position plus working buys plus the order
+    max_position_short: Decimal | None = None
+    max_open_orders: int | None = None
+    max_open_qty: Decimal | None = None
+    reference_max_age_ms: int | None = None  # older reference data denies (market orders and collars)
+    restricted: Literal["open", "no_trade", "reduce_only"] | None = None
+
+
+class RiskLimits(InstrumentRisk, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Defaults of every instrument, and the account's limits. The unit-free limits are on by default;
+    quantities and money depend on the instrument and its currency, so they are set per instrument."""
+
+    max_order_qty: Decimal | None = Decimal("10000000")
+    collar_bps: int | None = 500
+    max_open_orders: int | None = 100
+    reference_max_age_ms: int | None = 60_000
+    max_gross_exposure: Decimal | None = None  # account, money: sum of |position| at market
+    max_net_exposure: Decimal | None = None  # account, money: |sum of signed positions| at market
+    credit_limit: Decimal | None = None  # account, money: gross exposure plus working orders
+    instruments: dict[str, InstrumentRisk] = {}
 
 
 class Denial(NamedTuple):
@@ -27,34 +73,161 @@ class Denial(NamedTuple):
     detail: str
 
 
-def _reduces(side: Side, qty: int, position: int) -> bool:
-    signed = qty if side is Side.BUY else -qty
-    return position != 0 and (position > 0) != (signed > 0) and abs(signed) <= abs(position)
+_STATES = {TradingState.ACTIVE: rc.ACTIVE, TradingState.REDUCING: rc.REDUCING, TradingState.HALTED: rc.HALTED}
+_RESTRICTED = {None: rc.OPEN, "open": rc.OPEN, "no_trade": rc.NO_TRADE, "reduce_only": rc.REDUCE_ONLY_LIST}
 
 
-class PreTradeGate:
-    def __init__(self, limits: RiskLimits) -> None:
+def _limit_or_off(value: Decimal | int | None, convert=nanos) -> int:
+    return rc.UNLIMITED if value is None else convert(value)
+
+
+def limit_row(defaults: RiskLimits, inst: Instrument) -> np.ndarray:
+    """The kernel's int64 limit row for one instrument, the instrument's overrides applied."""
+    override = defaults.instruments.get(inst.symbol, InstrumentRisk())
+
+    def pick(field: str):
+        value = getattr(override, field)
+        return getattr(defaults, field) if value is None else value
+
+    row = np.full(rc.LIMIT_FIELDS, rc.UNLIMITED, dtype=np.int64)
+    row[rc.L_LOT], row[rc.L_TICK], row[rc.L_MULT] = inst.lot_size, inst.tick_size, inst.multiplier
+    row[rc.L_MIN_QTY] = 0 if pick("min_order_qty") is None else nanos(pick("min_order_qty"))
+    row[rc.L_MAX_QTY] = _limit_or_off(pick("max_order_qty"))
+    notional = pick("max_order_notional")
+    if notional is not None:  # money nanos = lots*lot * ticks*tick * multiplier / SCALE, so in lots times ticks:
+        row[rc.L_MAX_NOTIONAL_LT] = nanos(notional) * SCALE // (inst.lot_size * inst.tick_size * inst.multiplier)
+    row[rc.L_COLLAR_BPS] = _limit_or_off(pick("collar_bps"), int)
+    row[rc.L_COLLAR_TICKS] = _limit_or_off(pick("collar_ticks"), int)
+    row[rc.L_MAX_LONG] = _limit_or_off(pick("max_position_long"))
+    row[rc.L_MAX_SHORT] = _limit_or_off(pick("max_position_short"))
+    row[rc.L_MAX_OPEN_ORDERS] = _limit_or_off(pick("max_open_orders"), int)
+    row[rc.L_MAX_OPEN_QTY] = _limit_or_off(pick("max_open_qty"))
+    row[rc.L_REF_MAX_AGE] = _limit_or_off(pick("reference_max_age_ms"), lambda ms: ms * 1_000_000)
+    row[rc.L_RESTRICTED] = _RESTRICTED[pick("restricted")]
+    return row
+
+
+class PreTradeRisk:
+    def __init__(self, limits: RiskLimits, instruments: dict[str, Instrument]) -> None:
+        unknown = sorted(set(limits.instruments) - set(instruments))
+        if unknown:
+            raise ValueError(f"risk limits for instruments that are not configured: {', '.join(unknown)}")
         self.limits = limits
-        self.max_order_qty = nanos(limits.max_order_qty)
+        self.instruments = instruments
+        self.rows = {symbol: limit_row(limits, inst) for symbol, inst in instruments.items()}
+        off = float("inf")
+        self.account = np.array(
+            [off if v is None else float(v) for v in
+             (limits.max_gross_exposure, limits.max_net_exposure, limits.credit_limit)], dtype=np.float64
+        )
+        self.out = np.zeros(2, dtype=np.float64)
+        self.check = rc.kernels().check_order_nb
+        # working orders per symbol, [buy qty, sell qty, count], kept in step with order events (on_order):
+        # a check walks no orders
+        self.working = {symbol: [0, 0, 0] for symbol in instruments}
+        self.working_value = 0.0
 
-    def check_submit(self, cmd: SubmitOrder, position: int, state: TradingState) -> Denial | None:
-        if state is TradingState.HALTED:
-            return Denial("TRADING_HALTED", "state=HALTED")
-        reduces = _reduces(cmd.side, cmd.quantity, position)
-        if state is TradingState.REDUCING and not reduces:
-            return Denial("TRADING_REDUCING", f"state=REDUCING position={format_fixed(position)}")
-        if cmd.reduce_only and not reduces:
-            return Denial("REDUCE_ONLY", f"position={format_fixed(position)}")
-        return self._check_size(cmd.quantity)
+    # --- checks ----------------------------------------------------------------------------------
 
-    def check_replace(self, cmd: ReplaceOrder, state: TradingState) -> Denial | None:
-        if state is TradingState.HALTED:
-            return Denial("TRADING_HALTED", "state=HALTED")
-        return None if cmd.quantity is None else self._check_size(cmd.quantity)
+    def check_submit(self, cmd: SubmitOrder, kernel: Kernel) -> Denial | None:
+        return self._check(cmd.symbol, cmd.side, cmd.quantity, cmd.price, cmd.reduce_only, kernel, 0, 0, 0)
 
-    def _check_size(self, qty: int) -> Denial | None:
-        if qty > self.max_order_qty:
-            return Denial(
-                "MAX_ORDER_QTY", f"qty={format_fixed(qty)} limit={format_fixed(self.max_order_qty)}"
-            )
-        return None
+    def check_replace(self, cmd: ReplaceOrder, order: Order, kernel: Kernel) -> Denial | None:
+        """A replace is checked as the order it would become, in place of the order it replaces."""
+        qty = order.quantity if cmd.quantity is None else cmd.quantity
+        price = order.price if cmd.price is None else cmd.price
+        leaves = order.leaves_qty if order.is_open else 0
+        buy, sell = (leaves, 0) if order.side is Side.BUY else (0, leaves)
+        return self._check(
+            cmd.symbol, order.side, qty - order.filled_qty, price, order.reduce_only, kernel, buy, sell, int(order.is_open)
+        )
+
+    def _check(self, symbol, side, qty, price, reduce_only, kernel, less_buy, less_sell, less_count) -> Denial | None:
+        row = self.rows.get(symbol)
+        if row is None:
+            return Denial("UNKNOWN_INSTRUMENT", f"symbol={symbol}")
+        ref, age = reference_price(kernel.market.get(symbol), kernel.ts_event)
+        portfolio = kernel.portfolio
+        pos = portfolio.positions.get(symbol)
+        buys, sells, count = self.working[symbol]
+        gross = portfolio.gross_exposure / SCALE
+        code = self.check(
+            row, self.account, 1 if side is Side.BUY else -1, qty, price or 0, price is not None, reduce_only,
+            ref, age, pos.quantity if pos is not None else 0, buys - less_buy, sells - less_sell, count - less_count,
+            _STATES[kernel.state], gross, portfolio.net_exposure / SCALE, gross + self.working_value, self.out,
+        )
+        return None if code == rc.OK else Denial(rc.REASONS[code], self._detail(code, symbol))
+
+    # --- state ---------------------------------------------------------------------------------
+
+    def on_order(self, order: Order, was_open: bool, leaves_before: int, price_before: int | None) -> None:
+        """Keep working quantities, counts and value in step with an order's change."""
+        symbol, buy = order.symbol, order.side is Side.BUY
+        mult = self.instruments[symbol].multiplier
+        if was_open:
+            self._add(symbol, buy, -leaves_before, -1)
+            self.working_value -= _value(leaves_before, price_before, mult)
+        if order.is_open:
+            self._add(symbol, buy, order.leaves_qty, 1)
+            self.working_value += _value(order.leaves_qty, order.price, mult)
+
+    def _add(self, symbol: str, buy: bool, qty: int, count: int) -> None:
+        working = self.working[symbol]
+        working[0 if buy else 1] += qty
+        working[2] += count
+
+    # --- denial details -----------------------------------------------------------------------------
+
+    def _detail(self, code: int, symbol: str) -> str:
+        name = rc.REASONS[code]
+        if name not in _DETAIL:
+            return f"symbol={symbol}"
+        value_label, limit_label, kind = _DETAIL[name]
+        value, limit = self.out
+        if kind == "fixed":  # quantities and prices, nanos
+            text = format_fixed(int(value)), format_fixed(int(limit))
+        elif kind == "lots_ticks":  # notional in lots times ticks, shown in money
+            inst = self.instruments[symbol]
+            unit = inst.lot_size * inst.tick_size // SCALE * inst.multiplier  # money nanos per lot-tick
+            text = format_fixed(int(value) * unit), format_fixed(int(limit) * unit)
+        elif kind == "ms":
+            text = str(int(value) // 1_000_000), str(int(limit) // 1_000_000)
+        elif kind == "count":
+            text = str(int(value)), str(int(limit))
+        else:  # money, float
+            text = f"{value:.2f}", f"{limit:.2f}"
+        return f"{value_label}={text[0]} {limit_label}={text[1]}"
+
+
+# reason: (label of the value, label of the limit, how both print); the others print the symbol
+_DETAIL = {
+    "INVALID_LOT": ("qty", "lot", "fixed"),
+    "INVALID_TICK": ("price", "tick", "fixed"),
+    "MIN_ORDER_QTY": ("qty", "limit", "fixed"),
+    "MAX_ORDER_QTY": ("qty", "limit", "fixed"),
+    "STALE_REFERENCE_PRICE": ("age_ms", "limit_ms", "ms"),
+    "MAX_ORDER_NOTIONAL": ("notional", "limit", "lots_ticks"),
+    "PRICE_COLLAR_PCT": ("price_away", "reference", "fixed"),
+    "PRICE_COLLAR_TICKS": ("price_away", "limit", "fixed"),
+    "MAX_POSITION_LONG": ("worst_case", "limit", "fixed"),
+    "MAX_POSITION_SHORT": ("worst_case", "limit", "fixed"),
+    "MAX_OPEN_ORDERS": ("open_orders", "limit", "count"),
+    "MAX_OPEN_QTY": ("open_qty", "limit", "fixed"),
+    "MAX_GROSS_EXPOSURE": ("value", "limit", "money"),
+    "MAX_NET_EXPOSURE": ("value", "limit", "money"),
+    "CREDIT_LIMIT": ("value", "limit", "money"),
+}
+
+
+def reference_price(last: QuoteTick | Bar | TradeTick | None, now: int) -> tuple[int, int]:
+    """(reference price, its age in ns) from the last market data: a quote's mid, a bar's close, a trade's
+    price; (0, 0) when there is none."""
+    if last is None:
+        return 0, 0
+    if type(last) is QuoteTick:
+        return (last.bid + last.ask) // 2, now - last.ts_event
+    return (last.close if type(last) is Bar else last.price), now - last.ts_event
+
+
+def _value(qty: int, price: int | None, multiplier: int) -> float:
+    return 0.0 if price is None else (qty / SCALE) * (price / SCALE) * multiplier

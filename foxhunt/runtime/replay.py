@@ -19,7 +19,7 @@ import msgspec
 from foxhunt.adapters.venue_sim import SimVenue
 from foxhunt.config import TradingConfig, trading_from_json
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk import PreTradeGate
+from foxhunt.core.risk import PreTradeRisk
 from foxhunt.core.strategies import build_strategy
 from foxhunt.errors import JournalMismatch, VerificationFailed
 from foxhunt.messages import codec
@@ -36,7 +36,8 @@ FROM_VENUE = frozenset(
 
 
 def build_kernel(trading: TradingConfig) -> Kernel:
-    return Kernel(trading.build_instruments(), [build_strategy(trading.strategy)], PreTradeGate(trading.risk))
+    instruments = trading.build_instruments()
+    return Kernel(instruments, [build_strategy(trading.strategy)], PreTradeRisk(trading.risk, instruments))
 
 
 async def recorded_config(store: JournalStore, name: str) -> RunStarted:

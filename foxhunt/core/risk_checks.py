@@ -1,0 +1,215 @@
+"""The per-order pre-trade checks: one numba kernel, its reason codes, and a plain-Python twin.
+
+`check_order_nb` takes the instrument's limits as one int64 row (layout: the `L_*` indices), the
+account's limits as one float64 row (`A_*`), and the order and the state it meets as scalars; it writes
+the value and the limit behind a denial into `out` and returns a reason code (0 passes). It never raises.
+Quantities and prices are nanos (see messages/base.py); an order's notional is compared in lots times
+ticks against a limit converted to the same unit beforehand, so the comparison is exact at the limit;
+exposures and credit, which add up different instruments, are float64 money.
+
+`check_order_py` is the same rules written out plainly, for the tests to compare the kernel against.
+"""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import numpy as np
+
+# Reason codes: stable numbers, never reused. 0 passes.
+OK = 0
+REASONS = {
+    1: "TRADING_HALTED",
+    2: "RESTRICTED",
+    3: "RESTRICTED_REDUCE_ONLY",
+    4: "TRADING_REDUCING",
+    5: "REDUCE_ONLY",
+    6: "INVALID_LOT",
+    7: "INVALID_TICK",
+    8: "MIN_ORDER_QTY",
+    9: "MAX_ORDER_QTY",
+    10: "NO_REFERENCE_PRICE",
+    11: "STALE_REFERENCE_PRICE",
+    12: "MAX_ORDER_NOTIONAL",
+    13: "PRICE_COLLAR_PCT",
+    14: "PRICE_COLLAR_TICKS",
+    15: "MAX_POSITION_LONG",
+    16: "MAX_POSITION_SHORT",
+    17: "MAX_OPEN_ORDERS",
+    18: "MAX_OPEN_QTY",
+    19: "MAX_GROSS_EXPOSURE",
+    20: "MAX_NET_EXPOSURE",
+    21: "CREDIT_LIMIT",
+}
+CODES = {name: code for code, name in REASONS.items()}
+
+UNLIMITED = np.iinfo(np.int64).max  # an integer limit that is off
+
+# The instrument's limit row (int64).
+L_LOT, L_TICK, L_MULT, L_MIN_QTY, L_MAX_QTY, L_MAX_NOTIONAL_LT = 0, 1, 2, 3, 4, 5
+L_COLLAR_BPS, L_COLLAR_TICKS, L_MAX_LONG, L_MAX_SHORT, L_MAX_OPEN_ORDERS, L_MAX_OPEN_QTY = 6, 7, 8, 9, 10, 11
+L_REF_MAX_AGE, L_RESTRICTED = 12, 13
+LIMIT_FIELDS = 14
+# The account's limit row (float64 money; inf is off).
+A_MAX_GROSS, A_MAX_NET, A_CREDIT = 0, 1, 2
+ACCOUNT_FIELDS = 3
+# Restriction levels, and trading states, as the kernel sees them.
+OPEN, NO_TRADE, REDUCE_ONLY_LIST = 0, 1, 2
+ACTIVE, REDUCING, HALTED = 0, 1, 2
+SCALE = 1_000_000_000
+
+
+def check_order_nb(
+    lim, acct, side, qty, price, has_price, reduce_only, ref, ref_age, position, open_buy, open_sell,
+    open_orders, state, gross, net, credit_used, out,
+):
+    reduces = position != 0 and (position > 0) == (side < 0) and qty <= abs(position)  # by side: qty may be 0
+    if state == HALTED:
+        return 1
+    if lim[L_RESTRICTED] == NO_TRADE:
+        return 2
+    if lim[L_RESTRICTED] == REDUCE_ONLY_LIST and not reduces:
+        return 3
+    if state == REDUCING and not reduces:
+        return 4
+    if reduce_only != 0 and not reduces:
+        return 5
+    if qty <= 0 or qty % lim[L_LOT] != 0:
+        out[0], out[1] = qty, lim[L_LOT]
+        return 6
+    if has_price != 0 and (price <= 0 or price % lim[L_TICK] != 0):
+        out[0], out[1] = price, lim[L_TICK]
+        return 7
+    if qty < lim[L_MIN_QTY]:
+        out[0], out[1] = qty, lim[L_MIN_QTY]
+        return 8
+    if qty > lim[L_MAX_QTY]:
+        out[0], out[1] = qty, lim[L_MAX_QTY]
+        return 9
+    needs_ref = has_price == 0 or lim[L_COLLAR_BPS] != UNLIMITED or lim[L_COLLAR_TICKS] != UNLIMITED
+    if needs_ref and ref <= 0:
+        return 10
+    if needs_ref and ref_age > lim[L_REF_MAX_AGE]:
+        out[0], out[1] = ref_age, lim[L_REF_MAX_AGE]
+        return 11
+    at = price if has_price != 0 else ref
+    price_ticks = (at + lim[L_TICK] - 1) // lim[L_TICK]  # a reference mid between ticks rounds up
+    lots_ticks = (qty // lim[L_LOT]) * price_ticks
+    if lots_ticks > lim[L_MAX_NOTIONAL_LT]:
+        out[0], out[1] = lots_ticks, lim[L_MAX_NOTIONAL_LT]
+        return 12
+    if has_price != 0 and ref > 0:
+        away = abs(price - ref)
+        if lim[L_COLLAR_BPS] != UNLIMITED and away * 10_000 > ref * lim[L_COLLAR_BPS]:
+            out[0], out[1] = away, ref
+            return 13
+        if lim[L_COLLAR_TICKS] != UNLIMITED and away > lim[L_COLLAR_TICKS] * lim[L_TICK]:
+            out[0], out[1] = away, lim[L_COLLAR_TICKS] * lim[L_TICK]
+            return 14
+    if not reduces:
+        if side > 0 and position + open_buy + qty > lim[L_MAX_LONG]:
+            out[0], out[1] = position + open_buy + qty, lim[L_MAX_LONG]
+            return 15
+        if side < 0 and -(position - open_sell - qty) > lim[L_MAX_SHORT]:
+            out[0], out[1] = -(position - open_sell - qty), lim[L_MAX_SHORT]
+            return 16
+    if open_orders + 1 > lim[L_MAX_OPEN_ORDERS]:
+        out[0], out[1] = open_orders + 1, lim[L_MAX_OPEN_ORDERS]
+        return 17
+    if open_buy + open_sell + qty > lim[L_MAX_OPEN_QTY]:
+        out[0], out[1] = open_buy + open_sell + qty, lim[L_MAX_OPEN_QTY]
+        return 18
+    if not reduces:
+        value = (qty / SCALE) * (at / SCALE) * lim[L_MULT]
+        if gross + value > acct[A_MAX_GROSS]:
+            out[0], out[1] = gross + value, acct[A_MAX_GROSS]
+            return 19
+        if abs(net + (value if side > 0 else -value)) > acct[A_MAX_NET]:
+            out[0], out[1] = abs(net + (value if side > 0 else -value)), acct[A_MAX_NET]
+            return 20
+        if credit_used + value > acct[A_CREDIT]:
+            out[0], out[1] = credit_used + value, acct[A_CREDIT]
+            return 21
+    return 0
+
+
+SIGNATURE = (
+    "int64(int64[::1], float64[::1], int64, int64, int64, int64, int64, int64, int64, int64, int64, int64,"
+    " int64, int64, float64, float64, float64, float64[::1])"
+)
+_compiled: SimpleNamespace | None = None
+
+
+def kernels() -> SimpleNamespace:
+    """The compiled check, compiled (or loaded from numba's cache) on first call; no fastmath."""
+    global _compiled
+    if _compiled is None:
+        import numba
+
+        cache = os.environ.get("FOXHUNT_NUMBA_CACHE", "1") != "0"
+        _compiled = SimpleNamespace(check_order_nb=numba.njit(SIGNATURE, cache=cache)(check_order_nb))
+    return _compiled
+
+
+def check_order_py(limits: dict, account: dict, order: dict, state: dict) -> tuple[str, tuple]:
+    """The same rules, written for reading: returns (reason name or "OK", (value, limit))."""
+    qty, side, pos = order["qty"], order["side"], state["position"]
+    reduces = pos != 0 and ((pos > 0 and side < 0) or (pos < 0 and side > 0)) and qty <= abs(pos)
+    price = order.get("price")
+    ref, unlimited = state["ref"], UNLIMITED
+    rules = [
+        ("TRADING_HALTED", lambda: state["trading"] == "HALTED", ()),
+        ("RESTRICTED", lambda: limits["restricted"] == "no_trade", ()),
+        ("RESTRICTED_REDUCE_ONLY", lambda: limits["restricted"] == "reduce_only" and not reduces, ()),
+        ("TRADING_REDUCING", lambda: state["trading"] == "REDUCING" and not reduces, ()),
+        ("REDUCE_ONLY", lambda: order["reduce_only"] and not reduces, ()),
+    ]
+    for name, failed, detail in rules:
+        if failed():
+            return name, detail
+    if qty <= 0 or qty % limits["lot"]:
+        return "INVALID_LOT", (qty, limits["lot"])
+    if price is not None and (price <= 0 or price % limits["tick"]):
+        return "INVALID_TICK", (price, limits["tick"])
+    if qty < limits["min_qty"]:
+        return "MIN_ORDER_QTY", (qty, limits["min_qty"])
+    if qty > limits["max_qty"]:
+        return "MAX_ORDER_QTY", (qty, limits["max_qty"])
+    collars = limits["collar_bps"] != unlimited or limits["collar_ticks"] != unlimited
+    if (price is None or collars) and ref <= 0:
+        return "NO_REFERENCE_PRICE", ()
+    if (price is None or collars) and state["ref_age"] > limits["ref_max_age"]:
+        return "STALE_REFERENCE_PRICE", (state["ref_age"], limits["ref_max_age"])
+    at = price if price is not None else ref
+    lots_ticks = (qty // limits["lot"]) * -(-at // limits["tick"])  # whole ticks, a reference mid rounded up
+    if lots_ticks > limits["max_notional_lt"]:
+        return "MAX_ORDER_NOTIONAL", (lots_ticks, limits["max_notional_lt"])
+    if price is not None and ref > 0:
+        away = abs(price - ref)
+        if limits["collar_bps"] != unlimited and away * 10_000 > ref * limits["collar_bps"]:
+            return "PRICE_COLLAR_PCT", (away, ref)
+        if limits["collar_ticks"] != unlimited and away > limits["collar_ticks"] * limits["tick"]:
+            return "PRICE_COLLAR_TICKS", (away, limits["collar_ticks"] * limits["tick"])
+    buys, sells = state["open_buy"], state["open_sell"]
+    if not reduces:
+        worst_long, worst_short = pos + buys + qty, -(pos - sells - qty)
+        if side > 0 and worst_long > limits["max_long"]:
+            return "MAX_POSITION_LONG", (worst_long, limits["max_long"])
+        if side < 0 and worst_short > limits["max_short"]:
+            return "MAX_POSITION_SHORT", (worst_short, limits["max_short"])
+    if state["open_orders"] + 1 > limits["max_open_orders"]:
+        return "MAX_OPEN_ORDERS", (state["open_orders"] + 1, limits["max_open_orders"])
+    if buys + sells + qty > limits["max_open_qty"]:
+        return "MAX_OPEN_QTY", (buys + sells + qty, limits["max_open_qty"])
+    if not reduces:
+        value = (qty / SCALE) * (at / SCALE) * limits["mult"]
+        signed_value = value if side > 0 else -value
+        for name, now, limit in (
+            ("MAX_GROSS_EXPOSURE", state["gross"] + value, account["max_gross"]),
+            ("MAX_NET_EXPOSURE", abs(state["net"] + signed_value), account["max_net"]),
+            ("CREDIT_LIMIT", state["credit_used"] + value, account["credit"]),
+        ):
+            if now > limit:
+                return name, (now, limit)
+    return "OK", ()

@@ -1,0 +1,171 @@
+"""The pre-trade checks: the compiled kernel against its plain-Python twin, every limit at its boundary,
+and the engine's bookkeeping of working orders."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from foxhunt.core import risk_checks as rc
+from foxhunt.core.kernel import Kernel
+from foxhunt.core.risk import InstrumentRisk, PreTradeRisk, RiskLimits
+from foxhunt.messages.base import parse_fixed as d
+from foxhunt.messages.orders import OrderAccepted, OrderType, ReplaceOrder, Side, SubmitOrder
+from foxhunt.messages.system import TradingState
+from tests.fakes import INSTRUMENTS, quote
+
+UNL = rc.UNLIMITED
+TRADING = {rc.ACTIVE: "ACTIVE", rc.REDUCING: "REDUCING", rc.HALTED: "HALTED"}
+RESTRICTED = {rc.OPEN: "open", rc.NO_TRADE: "no_trade", rc.REDUCE_ONLY_LIST: "reduce_only"}
+B = 10**9  # one unit in nanos
+
+
+def maybe(strategy):
+    return st.one_of(st.just(UNL), strategy)
+
+
+@st.composite
+def cases(draw):
+    lot, tick = draw(st.sampled_from([1 * B, 1000 * B])), draw(st.sampled_from([10**4, 10**6]))
+    limits = dict(
+        lot=lot, tick=tick, mult=draw(st.sampled_from([1, 50])),
+        min_qty=draw(st.integers(0, 5)) * lot, max_qty=draw(maybe(st.integers(1, 50).map(lambda n: n * lot))),
+        max_notional_lt=draw(maybe(st.integers(0, 10**9))), collar_bps=draw(maybe(st.integers(0, 2000))),
+        collar_ticks=draw(maybe(st.integers(0, 500))), max_long=draw(maybe(st.integers(0, 100).map(lambda n: n * lot))),
+        max_short=draw(maybe(st.integers(0, 100).map(lambda n: n * lot))), max_open_orders=draw(maybe(st.integers(0, 5))),
+        max_open_qty=draw(maybe(st.integers(0, 100).map(lambda n: n * lot))),
+        ref_max_age=draw(maybe(st.integers(0, 10**10))), restricted=draw(st.sampled_from(list(RESTRICTED))),
+    )
+    account = dict(max_gross=draw(st.sampled_from([float("inf"), 1e3, 1e6, 5e7])),
+                   max_net=draw(st.sampled_from([float("inf"), 1e3, 1e6])),
+                   credit=draw(st.sampled_from([float("inf"), 1e4, 1e6, 1e8])))
+    has_price = draw(st.booleans())
+    order = dict(side=draw(st.sampled_from([1, -1])), qty=draw(st.integers(-1, 60)) * lot + draw(st.sampled_from([0, 0, 0, 7])),
+                 price=draw(st.integers(1, 3 * 10**5)) * tick + draw(st.sampled_from([0, 0, 3])) if has_price else None,
+                 reduce_only=draw(st.booleans()))
+    state = dict(position=draw(st.integers(-60, 60)) * lot, open_buy=draw(st.integers(0, 30)) * lot,
+                 open_sell=draw(st.integers(0, 30)) * lot, open_orders=draw(st.integers(0, 6)),
+                 ref=draw(st.sampled_from([0, 1]) .map(lambda z: z * draw(st.integers(1, 3 * 10**5)) * tick)),
+                 ref_age=draw(st.integers(0, 2 * 10**10)), trading=draw(st.sampled_from(list(TRADING))),
+                 gross=draw(st.floats(0, 1e7)), net=draw(st.floats(-1e7, 1e7)))
+    state["credit_used"] = state["gross"] + draw(st.floats(0, 1e6))
+    return limits, account, order, state
+
+
+def run_kernel(limits, account, order, state):
+    row = np.array([limits[k] for k in ("lot", "tick", "mult", "min_qty", "max_qty", "max_notional_lt", "collar_bps",
+                                        "collar_ticks", "max_long", "max_short", "max_open_orders", "max_open_qty",
+                                        "ref_max_age")] + [limits["restricted"]], dtype=np.int64)
+    acct = np.array([account["max_gross"], account["max_net"], account["credit"]])
+    out = np.zeros(2)
+    code = rc.kernels().check_order_nb(
+        row, acct, order["side"], order["qty"], order["price"] or 0, order["price"] is not None, order["reduce_only"],
+        state["ref"], state["ref_age"], state["position"], state["open_buy"], state["open_sell"], state["open_orders"],
+        state["trading"], state["gross"], state["net"], state["credit_used"], out,
+    )
+    return rc.REASONS.get(code, "OK"), out
+
+
+@settings(max_examples=3000, deadline=None)
+@given(cases())
+def test_the_compiled_kernel_agrees_with_its_plain_python_twin(case):
+    limits, account, order, state = case
+    name, out = run_kernel(limits, account, order, state)
+    twin_limits = {**limits, "restricted": RESTRICTED[limits["restricted"]]}
+    twin_state = {**state, "trading": TRADING[state["trading"]]}
+    twin_name, twin_detail = rc.check_order_py(twin_limits, account, order, twin_state)
+    assert name == twin_name
+    if twin_detail:
+        assert tuple(out) == pytest.approx(twin_detail, rel=1e-12)
+
+
+def engine_kernel(**limits) -> Kernel:
+    return Kernel(INSTRUMENTS, [], PreTradeRisk(RiskLimits(**limits), INSTRUMENTS))
+
+
+def submit(k: Kernel, qty: str, price: str | None = None, side: Side = Side.BUY, reduce_only=False):
+    cmd = SubmitOrder(ts_event=k.ts_event, ts_init=0, order_id=f"o{k.seq}", strategy_id="t", symbol="EURUSD",
+                      side=side, order_type=OrderType.LIMIT if price else OrderType.MARKET, quantity=d(qty),
+                      price=d(price) if price else None, reduce_only=reduce_only)
+    denial = k.gate.check_submit(cmd, k)
+    return "OK" if denial is None else f"{denial.reason}: {denial.detail}"
+
+
+def fresh(**limits) -> Kernel:
+    k = engine_kernel(**limits)
+    k.handle(1, quote(1_000, "1.09990", "1.10010"))  # reference mid 1.10000
+    return k
+
+
+@pytest.mark.parametrize(
+    ("limits", "at_limit", "past_limit", "denial"),
+    [
+        (dict(max_order_qty=Decimal(1_000_000)), ("1000000",), ("1001000",), "MAX_ORDER_QTY: qty=1001000 limit=1000000"),
+        (dict(min_order_qty=Decimal(5000)), ("5000",), ("4000",), "MIN_ORDER_QTY: qty=4000 limit=5000"),
+        (dict(max_order_notional=Decimal(110_000)), ("100000", "1.10000"), ("101000", "1.10000"),
+         "MAX_ORDER_NOTIONAL: notional=111100 limit=110000"),
+        (dict(collar_ticks=10), ("1000", "1.10010"), ("1000", "1.10011"), "PRICE_COLLAR_TICKS: price_away=0.00011 limit=0.0001"),
+        (dict(collar_bps=100), ("1000", "1.11100"), ("1000", "1.11101"),
+         "PRICE_COLLAR_PCT: price_away=0.01101 reference=1.1"),
+        (dict(max_position_long=Decimal(3000)), ("3000",), ("4000",), "MAX_POSITION_LONG: worst_case=4000 limit=3000"),
+        (dict(max_open_qty=Decimal(2000)), ("2000",), ("3000",), "MAX_OPEN_QTY: open_qty=3000 limit=2000"),
+        (dict(max_gross_exposure=Decimal(1100)), ("1000", "1.10000"), ("1000", "1.10001"),
+         "MAX_GROSS_EXPOSURE: value=1100.01 limit=1100.00"),
+        (dict(credit_limit=Decimal(1100)), ("1000", "1.10000"), ("1000", "1.10001"), "CREDIT_LIMIT: value=1100.01 limit=1100.00"),
+    ],
+)
+def test_each_limit_turns_exactly_at_its_boundary(limits, at_limit, past_limit, denial):
+    k = fresh(**limits)
+    assert submit(k, *at_limit) == "OK"
+    assert submit(k, *past_limit) == denial
+
+
+def test_lot_tick_state_restriction_and_reference_denials():
+    k = fresh()
+    assert submit(k, "1500") == "INVALID_LOT: qty=1500 lot=1000"
+    assert submit(k, "1000", "1.100005") == "INVALID_TICK: price=1.100005 tick=0.00001"
+    k.state = TradingState.HALTED
+    assert submit(k, "1000") == "TRADING_HALTED: symbol=EURUSD"
+    k.state = TradingState.ACTIVE
+    assert submit(k, "1000", reduce_only=True) == "REDUCE_ONLY: symbol=EURUSD"
+    restricted = fresh(instruments={"EURUSD": InstrumentRisk(restricted="no_trade")})
+    assert submit(restricted, "1000") == "RESTRICTED: symbol=EURUSD"
+    blind = engine_kernel()
+    assert submit(blind, "1000") == "NO_REFERENCE_PRICE: symbol=EURUSD"
+    stale = fresh(reference_max_age_ms=1000)
+    stale.ts_event = 1_000 + 1_000_000_000  # exactly one second later: still fresh
+    assert submit(stale, "1000") == "OK"
+    stale.ts_event += 1
+    assert submit(stale, "1000") == "STALE_REFERENCE_PRICE: age_ms=1000 limit_ms=1000"
+
+
+def test_per_instrument_overrides_win_over_the_defaults():
+    k = fresh(max_order_qty=Decimal(1000), instruments={"EURUSD": InstrumentRisk(max_order_qty=Decimal(2000))})
+    assert submit(k, "2000") == "OK"
+    with pytest.raises(ValueError, match="not configured: XAUUSD"):
+        PreTradeRisk(RiskLimits(instruments={"XAUUSD": InstrumentRisk()}), INSTRUMENTS)
+
+
+def test_working_orders_are_tracked_through_their_events_and_count_against_limits():
+    k = fresh(max_open_orders=2, max_position_long=Decimal(5000))
+    risk = k.gate
+    for i in (1, 2):
+        cmd = SubmitOrder(ts_event=1_000, ts_init=0, order_id=f"w{i}", strategy_id="t", symbol="EURUSD", side=Side.BUY,
+                          order_type=OrderType.LIMIT, quantity=d("2000"), price=d("1.09"))
+        k.requests.append(cmd)
+        k.handle(10 + i, quote(1_000, "1.09990", "1.10010"))
+    assert risk.working["EURUSD"] == [d("4000"), 0, 2]
+    assert submit(k, "1000") == "MAX_OPEN_ORDERS: open_orders=3 limit=2"
+    k.handle(20, OrderAccepted(ts_event=1_000, ts_init=0, order_id="w1", symbol="EURUSD", venue_order_id="v1"))
+    replace = ReplaceOrder(ts_event=1_000, ts_init=0, order_id="w1", symbol="EURUSD", quantity=d("4000"))
+    denial = risk.check_replace(replace, k.orders.get("w1"), k)
+    assert denial is not None and denial.detail == "worst_case=6000 limit=5000"  # 2000 elsewhere + 4000
+    from foxhunt.messages.orders import OrderCanceled
+
+    k.handle(21, OrderCanceled(ts_event=1_000, ts_init=0, order_id="w1", symbol="EURUSD"))
+    assert risk.working["EURUSD"] == [d("2000"), 0, 1]
+    assert risk.working_value == pytest.approx(2000 * 1.09)
