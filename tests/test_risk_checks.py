@@ -19,6 +19,7 @@ from foxhunt.messages.system import TradingState
 from tests.fakes import INSTRUMENTS, quote
 
 UNL = rc.UNLIMITED
+FLOW_OFF = np.array([UNL, 1, 0, UNL, 1, 0, 0, 0, 0], dtype=np.int64)  # no throttles, no duplicate check
 TRADING = {rc.ACTIVE: "ACTIVE", rc.REDUCING: "REDUCING", rc.HALTED: "HALTED"}
 RESTRICTED = {rc.OPEN: "open", rc.NO_TRADE: "no_trade", rc.REDUCE_ONLY_LIST: "reduce_only"}
 B = 10**9  # one unit in nanos
@@ -65,7 +66,7 @@ def run_kernel(limits, account, order, state):
     code = rc.kernels().check_order_nb(
         row, acct, order["side"], order["qty"], order["price"] or 0, order["price"] is not None, order["reduce_only"],
         state["ref"], state["ref_age"], state["position"], state["open_buy"], state["open_sell"], state["open_orders"],
-        state["trading"], state["gross"], state["net"], state["credit_used"], out,
+        state["trading"], state["gross"], state["net"], state["credit_used"], FLOW_OFF.copy(), 0, 0, 0, 0, out,
     )
     return rc.REASONS.get(code, "OK"), out
 
@@ -169,3 +170,43 @@ def test_working_orders_are_tracked_through_their_events_and_count_against_limit
     k.handle(21, OrderCanceled(ts_event=1_000, ts_init=0, order_id="w1", symbol="EURUSD"))
     assert risk.working["EURUSD"] == [d("2000"), 0, 1]
     assert risk.working_value == pytest.approx(2000 * 1.09)
+
+
+def submit_at(k: Kernel, ts: int, qty: str = "1000", price: str | None = None, side: Side = Side.BUY):
+    k.ts_event = ts
+    return submit(k, qty, price, side)
+
+
+def test_order_throttle_turns_at_the_limit_and_frees_up_as_the_window_moves():
+    k = fresh(max_orders_per_window=3, order_window_ms=1000, max_messages_per_second=None)
+    assert [submit_at(k, 1_000 + i, str(1000 * (i + 1))) for i in range(3)] == ["OK"] * 3
+    assert submit_at(k, 1_003, "9000") == "ORDER_THROTTLE: orders=4 limit=3"
+    assert submit_at(k, 1_000 + 999_999_999, "9000") == "ORDER_THROTTLE: orders=4 limit=3"  # 1 ns short
+    assert submit_at(k, 1_000 + 1_000_000_000, "9000") == "OK"  # the first order has left the window
+
+
+def test_cancels_count_as_messages_but_always_pass():
+    k = fresh(max_messages_per_second=2, max_orders_per_window=None)
+    assert submit_at(k, 5_000) == "OK"
+    k.gate.note_cancel(5_001)
+    assert submit_at(k, 5_002, "2000") == "MESSAGE_THROTTLE: messages=3 limit=2"
+
+
+def test_an_identical_order_inside_the_duplicate_window_is_denied():
+    k = fresh(duplicate_window_ms=500)
+    assert submit_at(k, 1_000, "3000", "1.09000") == "OK"
+    assert submit_at(k, 2_000, "3000", "1.09000") == "DUPLICATE_ORDER: age_ms=0 window_ms=500"
+    assert submit_at(k, 2_000, "3000", "1.09001") == "OK"  # another price is another order
+    assert submit_at(k, 1_000 + 500_000_000, "3000", "1.09000") == "OK"  # the window has passed
+
+
+def test_an_order_that_would_trade_with_our_own_resting_order_is_denied():
+    k = fresh()
+    resting = SubmitOrder(ts_event=1_000, ts_init=0, order_id="rest", strategy_id="t", symbol="EURUSD",
+                          side=Side.SELL, order_type=OrderType.LIMIT, quantity=d("1000"), price=d("1.10005"))
+    k.requests.append(resting)
+    k.handle(3, quote(1_000, "1.09990", "1.10010"))
+    assert submit_at(k, 1_000, "1000", "1.10004") == "OK"
+    assert submit_at(k, 1_000, "2000", "1.10005") == "SELF_MATCH: price=1.10005 own_resting=1.10005"
+    assert submit_at(k, 1_000, "3000") == "SELF_MATCH: price=0 own_resting=1.10005"  # a market buy
+    assert submit_at(k, 1_000, "1000", "1.10010", side=Side.SELL) == "OK"  # same side never matches

@@ -233,9 +233,10 @@ class Kernel:
     def _submit(self, cmd: SubmitOrder) -> None:
         order = Order.from_command(cmd)
         self.orders.add(order)
-        denial = self.gate.check_submit(cmd, self)
-        if denial is None and self.venues_down:
+        if self.venues_down:
             denial = ("VENUE_DISCONNECTED", ",".join(sorted(self.venues_down)))
+        else:
+            denial = self.gate.check_submit(cmd, self)
         self._verdict(cmd, denial)
 
     def _cancel(self, cmd: CancelOrder) -> None:
@@ -243,6 +244,7 @@ class Kernel:
         if not order.is_open:
             self._verdict(cmd, ("ORDER_NOT_OPEN", f"status={order.status.value}"))
         else:
+            self.gate.note_cancel(self.ts_event)
             self._commands.append(cmd)
 
     def _replace(self, cmd: ReplaceOrder) -> None:

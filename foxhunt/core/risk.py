@@ -30,7 +30,7 @@ from foxhunt.core import risk_checks as rc
 from foxhunt.core.fixed import nanos
 from foxhunt.messages.base import SCALE, format_fixed
 from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
-from foxhunt.messages.orders import ReplaceOrder, Side, SubmitOrder
+from foxhunt.messages.orders import OrderType, ReplaceOrder, Side, SubmitOrder, TimeInForce
 from foxhunt.messages.system import TradingState
 
 if TYPE_CHECKING:
@@ -65,7 +65,20 @@ class RiskLimits(InstrumentRisk, frozen=True, kw_only=True, forbid_unknown_field
     max_gross_exposure: Decimal | None = None  # account, money: sum of |position| at market
     max_net_exposure: Decimal | None = None  # account, money: |sum of signed positions| at market
     credit_limit: Decimal | None = None  # account, money: gross exposure plus working orders
+    max_orders_per_window: int | None = 100  # account: new orders (and replaces) per order_window_ms
+    order_window_ms: int = 1000
+    max_messages_per_second: int | None = 200  # account: orders, replaces and cancels per second
+    duplicate_window_ms: int | None = None  # an identical order (symbol, side, type, qty, price, tif) inside it
+    self_match_prevention: bool = True  # an order that would trade with our own resting order
     instruments: dict[str, InstrumentRisk] = {}
+
+    def __post_init__(self) -> None:
+        for name in ("max_orders_per_window", "max_messages_per_second"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 100_000:
+                raise ValueError(f"{name} must be between 0 and 100000, got {value}")
+        if self.order_window_ms <= 0:
+            raise ValueError(f"order_window_ms must be positive, got {self.order_window_ms}")
 
 
 class Denial(NamedTuple):
@@ -121,7 +134,13 @@ class PreTradeRisk:
              (limits.max_gross_exposure, limits.max_net_exposure, limits.credit_limit)], dtype=np.float64
         )
         self.out = np.zeros(2, dtype=np.float64)
-        self.check = rc.kernels().check_order_nb
+        self.flow = flow_state(limits)
+        compiled = rc.kernels()
+        self.check, self.record_message = compiled.check_order_nb, compiled.record_message_nb
+        self.symbol_index = {symbol: i for i, symbol in enumerate(sorted(instruments))}
+        self.self_match = limits.self_match_prevention
+        # our resting limit prices per symbol, price -> number of orders, for self-match prevention
+        self.resting = {symbol: ({}, {}) for symbol in instruments}
         # working orders per symbol, [buy qty, sell qty, count], kept in step with order events (on_order):
         # a check walks no orders
         self.working = {symbol: [0, 0, 0] for symbol in instruments}
@@ -130,7 +149,13 @@ class PreTradeRisk:
     # --- checks ----------------------------------------------------------------------------------
 
     def check_submit(self, cmd: SubmitOrder, kernel: Kernel) -> Denial | None:
-        return self._check(cmd.symbol, cmd.side, cmd.quantity, cmd.price, cmd.reduce_only, kernel, 0, 0, 0)
+        key = hash((self.symbol_index.get(cmd.symbol, -1), cmd.side is Side.BUY, _TYPES[cmd.order_type],
+                    cmd.quantity, cmd.price or 0, cmd.trigger_price or 0, _TIFS[cmd.time_in_force]))
+        return self._check(cmd.symbol, cmd.side, cmd.quantity, cmd.price, cmd.reduce_only, kernel, 0, 0, 0, key)
+
+    def note_cancel(self, now: int) -> None:
+        """A cancel passes whatever the limits (it only ever lowers risk) but counts as a message."""
+        self.record_message(self.flow, now)
 
     def check_replace(self, cmd: ReplaceOrder, order: Order, kernel: Kernel) -> Denial | None:
         """A replace is checked as the order it would become, in place of the order it replaces."""
@@ -139,10 +164,11 @@ class PreTradeRisk:
         leaves = order.leaves_qty if order.is_open else 0
         buy, sell = (leaves, 0) if order.side is Side.BUY else (0, leaves)
         return self._check(
-            cmd.symbol, order.side, qty - order.filled_qty, price, order.reduce_only, kernel, buy, sell, int(order.is_open)
+            cmd.symbol, order.side, qty - order.filled_qty, price, order.reduce_only, kernel, buy, sell,
+            int(order.is_open), 0,
         )
 
-    def _check(self, symbol, side, qty, price, reduce_only, kernel, less_buy, less_sell, less_count) -> Denial | None:
+    def _check(self, symbol, side, qty, price, reduce_only, kernel, less_buy, less_sell, less_count, key) -> Denial | None:
         row = self.rows.get(symbol)
         if row is None:
             return Denial("UNKNOWN_INSTRUMENT", f"symbol={symbol}")
@@ -151,10 +177,12 @@ class PreTradeRisk:
         pos = portfolio.positions.get(symbol)
         buys, sells, count = self.working[symbol]
         gross = portfolio.gross_exposure / SCALE
+        own_bid, own_ask = self._own_best(symbol) if self.self_match else (0, 0)
         code = self.check(
             row, self.account, 1 if side is Side.BUY else -1, qty, price or 0, price is not None, reduce_only,
             ref, age, pos.quantity if pos is not None else 0, buys - less_buy, sells - less_sell, count - less_count,
-            _STATES[kernel.state], gross, portfolio.net_exposure / SCALE, gross + self.working_value, self.out,
+            _STATES[kernel.state], gross, portfolio.net_exposure / SCALE, gross + self.working_value,
+            self.flow, kernel.ts_event, key, own_bid, own_ask, self.out,
         )
         return None if code == rc.OK else Denial(rc.REASONS[code], self._detail(code, symbol))
 
@@ -164,12 +192,24 @@ class PreTradeRisk:
         """Keep working quantities, counts and value in step with an order's change."""
         symbol, buy = order.symbol, order.side is Side.BUY
         mult = self.instruments[symbol].multiplier
+        resting = self.resting[symbol][0 if buy else 1]
         if was_open:
             self._add(symbol, buy, -leaves_before, -1)
             self.working_value -= _value(leaves_before, price_before, mult)
+            if price_before is not None and order.order_type is OrderType.LIMIT:
+                resting[price_before] -= 1
+                if not resting[price_before]:
+                    del resting[price_before]
         if order.is_open:
             self._add(symbol, buy, order.leaves_qty, 1)
             self.working_value += _value(order.leaves_qty, order.price, mult)
+            if order.price is not None and order.order_type is OrderType.LIMIT:
+                resting[order.price] = resting.get(order.price, 0) + 1
+
+    def _own_best(self, symbol: str) -> tuple[int, int]:
+        """Our highest resting buy and lowest resting sell (0 where there is none)."""
+        buys, sells = self.resting[symbol]
+        return (max(buys) if buys else 0), (min(sells) if sells else 0)
 
     def _add(self, symbol: str, buy: bool, qty: int, count: int) -> None:
         working = self.working[symbol]
@@ -216,7 +256,28 @@ _DETAIL = {
     "MAX_GROSS_EXPOSURE": ("value", "limit", "money"),
     "MAX_NET_EXPOSURE": ("value", "limit", "money"),
     "CREDIT_LIMIT": ("value", "limit", "money"),
+    "ORDER_THROTTLE": ("orders", "limit", "count"),
+    "MESSAGE_THROTTLE": ("messages", "limit", "count"),
+    "DUPLICATE_ORDER": ("age_ms", "window_ms", "ms"),
+    "SELF_MATCH": ("price", "own_resting", "fixed"),
 }
+_TYPES = {t: i for i, t in enumerate(OrderType)}
+_TIFS = {t: i for i, t in enumerate(TimeInForce)}
+
+
+def flow_state(limits: RiskLimits) -> np.ndarray:
+    """The kernel's account flow array: limits and rings for the throttles and the duplicate check."""
+    orders, messages = limits.max_orders_per_window, limits.max_messages_per_second
+    slots = 64 if limits.duplicate_window_ms is not None else 0
+    size = rc.F_HEADER + (orders or 0) + (messages or 0) + 2 * slots
+    flow = np.zeros(size, dtype=np.int64)
+    flow[rc.F_ORDER_LIMIT] = rc.UNLIMITED if orders is None else orders
+    flow[rc.F_ORDER_WINDOW] = limits.order_window_ms * 1_000_000
+    flow[rc.F_MSG_LIMIT] = rc.UNLIMITED if messages is None else messages
+    flow[rc.F_MSG_WINDOW] = 1_000_000_000
+    flow[rc.F_DUP_WINDOW] = 0 if limits.duplicate_window_ms is None else limits.duplicate_window_ms * 1_000_000
+    flow[rc.F_DUP_SLOTS] = slots
+    return flow
 
 
 def reference_price(last: QuoteTick | Bar | TradeTick | None, now: int) -> tuple[int, int]:

@@ -15,7 +15,10 @@ from __future__ import annotations
 import os
 from types import SimpleNamespace
 
+import numba
 import numpy as np
+
+_CACHE = os.environ.get("FOXHUNT_NUMBA_CACHE", "1") != "0"
 
 # Reason codes: stable numbers, never reused. 0 passes.
 OK = 0
@@ -41,6 +44,10 @@ REASONS = {
     19: "MAX_GROSS_EXPOSURE",
     20: "MAX_NET_EXPOSURE",
     21: "CREDIT_LIMIT",
+    22: "ORDER_THROTTLE",
+    23: "MESSAGE_THROTTLE",
+    24: "DUPLICATE_ORDER",
+    25: "SELF_MATCH",
 }
 CODES = {name: code for code, name in REASONS.items()}
 
@@ -51,6 +58,12 @@ L_LOT, L_TICK, L_MULT, L_MIN_QTY, L_MAX_QTY, L_MAX_NOTIONAL_LT = 0, 1, 2, 3, 4, 
 L_COLLAR_BPS, L_COLLAR_TICKS, L_MAX_LONG, L_MAX_SHORT, L_MAX_OPEN_ORDERS, L_MAX_OPEN_QTY = 6, 7, 8, 9, 10, 11
 L_REF_MAX_AGE, L_RESTRICTED = 12, 13
 LIMIT_FIELDS = 14
+# The account's flow state (int64): rings of recent order times, message times, and (key, time) of recent
+# orders for the duplicate check, with their limits. A ring holds as many entries as its limit allows.
+F_ORDER_LIMIT, F_ORDER_WINDOW, F_ORDER_HEAD = 0, 1, 2
+F_MSG_LIMIT, F_MSG_WINDOW, F_MSG_HEAD = 3, 4, 5
+F_DUP_WINDOW, F_DUP_HEAD, F_DUP_SLOTS = 6, 7, 8
+F_HEADER = 9  # then: order ring [order limit], message ring [message limit], duplicate ring [2 * slots]
 # The account's limit row (float64 money; inf is off).
 A_MAX_GROSS, A_MAX_NET, A_CREDIT = 0, 1, 2
 ACCOUNT_FIELDS = 3
@@ -60,9 +73,20 @@ ACTIVE, REDUCING, HALTED = 0, 1, 2
 SCALE = 1_000_000_000
 
 
+# The helpers the kernel calls: numba's lazy njit compiles them (nothing happens at import) when the
+# kernel that calls them is compiled.
+@numba.njit(cache=_CACHE)
+def _ring_full_nb(flow, start, limit, window, head, now):
+    """A ring of the last `limit` times is full when its oldest entry is still inside the window."""
+    if limit == 0:
+        return True
+    oldest = flow[start + flow[head] % limit]
+    return oldest != 0 and now - oldest < window
+
+
 def check_order_nb(
     lim, acct, side, qty, price, has_price, reduce_only, ref, ref_age, position, open_buy, open_sell,
-    open_orders, state, gross, net, credit_used, out,
+    open_orders, state, gross, net, credit_used, flow, now, key, own_bid, own_ask, out,
 ):
     reduces = position != 0 and (position > 0) == (side < 0) and qty <= abs(position)  # by side: qty may be 0
     if state == HALTED:
@@ -131,12 +155,71 @@ def check_order_nb(
         if credit_used + value > acct[A_CREDIT]:
             out[0], out[1] = credit_used + value, acct[A_CREDIT]
             return 21
+    code = _check_flow_nb(flow, side, has_price, price, now, key, own_bid, own_ask, out)
+    if code == 0:
+        _record_nb(flow, now, key)
+    return code
+
+
+@numba.njit(cache=_CACHE)
+def _check_flow_nb(flow, side, has_price, price, now, key, own_bid, own_ask, out):
+    orders_at = F_HEADER
+    msgs_at = orders_at + flow[F_ORDER_LIMIT] if flow[F_ORDER_LIMIT] != UNLIMITED else orders_at
+    dups_at = msgs_at + flow[F_MSG_LIMIT] if flow[F_MSG_LIMIT] != UNLIMITED else msgs_at
+    if flow[F_ORDER_LIMIT] != UNLIMITED and _ring_full_nb(
+        flow, orders_at, flow[F_ORDER_LIMIT], flow[F_ORDER_WINDOW], F_ORDER_HEAD, now
+    ):
+        out[0], out[1] = flow[F_ORDER_LIMIT] + 1, flow[F_ORDER_LIMIT]
+        return 22
+    if flow[F_MSG_LIMIT] != UNLIMITED and _ring_full_nb(flow, msgs_at, flow[F_MSG_LIMIT], flow[F_MSG_WINDOW], F_MSG_HEAD, now):
+        out[0], out[1] = flow[F_MSG_LIMIT] + 1, flow[F_MSG_LIMIT]
+        return 23
+    for i in range(flow[F_DUP_SLOTS]):
+        at = dups_at + 2 * i
+        if flow[at] == key and flow[at + 1] != 0 and now - flow[at + 1] < flow[F_DUP_WINDOW]:
+            out[0], out[1] = now - flow[at + 1], flow[F_DUP_WINDOW]
+            return 24
+    # self-match: a buy that would trade with our own resting sell, or a sell with our own resting buy
+    if side > 0 and own_ask > 0 and (has_price == 0 or price >= own_ask):
+        out[0], out[1] = price, own_ask
+        return 25
+    if side < 0 and own_bid > 0 and (has_price == 0 or price <= own_bid):
+        out[0], out[1] = price, own_bid
+        return 25
     return 0
+
+
+@numba.njit(cache=_CACHE)
+def _record_nb(flow, now, key):
+    """Note an order that passed: in the order ring, the message ring and the duplicate ring."""
+    at = F_HEADER
+    if flow[F_ORDER_LIMIT] != UNLIMITED:
+        if flow[F_ORDER_LIMIT] > 0:
+            flow[at + flow[F_ORDER_HEAD] % flow[F_ORDER_LIMIT]] = now
+            flow[F_ORDER_HEAD] += 1
+        at += flow[F_ORDER_LIMIT]
+    record_message_nb(flow, now)
+    if flow[F_MSG_LIMIT] != UNLIMITED:
+        at += flow[F_MSG_LIMIT]
+    if flow[F_DUP_SLOTS] > 0:
+        slot = at + 2 * (flow[F_DUP_HEAD] % flow[F_DUP_SLOTS])
+        flow[slot], flow[slot + 1] = key, now
+        flow[F_DUP_HEAD] += 1
+
+
+@numba.njit(cache=_CACHE)
+def record_message_nb(flow, now):
+    """Note a message to a venue (an order that passed, or a cancel) in the message ring."""
+    limit = flow[F_MSG_LIMIT]
+    if limit != UNLIMITED and limit > 0:
+        start = F_HEADER + (flow[F_ORDER_LIMIT] if flow[F_ORDER_LIMIT] != UNLIMITED else 0)
+        flow[start + flow[F_MSG_HEAD] % limit] = now
+        flow[F_MSG_HEAD] += 1
 
 
 SIGNATURE = (
     "int64(int64[::1], float64[::1], int64, int64, int64, int64, int64, int64, int64, int64, int64, int64,"
-    " int64, int64, float64, float64, float64, float64[::1])"
+    " int64, int64, float64, float64, float64, int64[::1], int64, int64, int64, int64, float64[::1])"
 )
 _compiled: SimpleNamespace | None = None
 
@@ -145,10 +228,11 @@ def kernels() -> SimpleNamespace:
     """The compiled check, compiled (or loaded from numba's cache) on first call; no fastmath."""
     global _compiled
     if _compiled is None:
-        import numba
-
-        cache = os.environ.get("FOXHUNT_NUMBA_CACHE", "1") != "0"
-        _compiled = SimpleNamespace(check_order_nb=numba.njit(SIGNATURE, cache=cache)(check_order_nb))
+        cache = _CACHE
+        _compiled = SimpleNamespace(
+            check_order_nb=numba.njit(SIGNATURE, cache=cache)(check_order_nb),
+            record_message_nb=numba.njit("void(int64[::1], int64)", cache=cache)(record_message_nb.py_func),
+        )
     return _compiled
 
 
