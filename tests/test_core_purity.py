@@ -45,3 +45,13 @@ def test_core_source_never_reads_the_clock_or_draws_unseeded_randomness():
                 if isinstance(node.func.value, ast.Name) and node.func.value.id == "random" and node.func.attr != "Random":
                     offences.append(f"{path.name}:{node.lineno} random.{node.func.attr}")
     assert offences == []
+
+
+def test_core_source_imports_no_io_or_async_library_itself():
+    offences = []
+    for path in CORE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            offences += [f"{path.name}:{node.lineno} {n}" for n in names if n.split(".")[0] in FORBIDDEN_MODULES]
+    assert offences == []
