@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from foxhunt.core.kernel import Kernel, KernelError
@@ -157,3 +159,57 @@ def test_an_operator_halt_during_a_journal_outage_outlasts_the_recovery():
     k.handle(2, AdminCommand(ts_event=2, ts_init=2, command="halt", operator="ops"))
     assert list(k.handle(3, JournalRecovered(ts_event=3, ts_init=3, outage_ns=1)).derived) == []
     assert k.state is TradingState.HALTED
+
+
+def test_a_limit_changed_by_an_operator_applies_from_that_point_and_a_bad_one_is_rejected():
+    k, _ = kernel(buy_once("2000000"), max_order_qty="1000000")
+    cmd = AdminCommand(ts_event=1, ts_init=1, command="limit", args=["set", "max_order_qty", "3000000"],
+                       operator="ops", reason="bigger tickets today")
+    (changed,) = k.handle(1, cmd).derived
+    assert (changed.name, changed.previous, changed.value) == ("max_order_qty", "1000000", "3000000")
+    assert changed.cause == "admin limit by ops: bigger tickets today"
+    assert isinstance(k.handle(2, quote(10, "1.1", "1.1002")).derived[-1], OrderSubmitted)
+    bad = AdminCommand(ts_event=2, ts_init=2, command="limit", args=["set", "collar_bps", "wide"])
+    (rejected,) = k.handle(3, bad).derived
+    assert type(rejected).__name__ == "CommandRejected" and "collar_bps" in rejected.reason
+
+
+def test_equity_breakers_trip_once_and_wait_for_the_next_day_after_an_operator_resumes():
+    from foxhunt.core.breakers import DAY_NS
+    from foxhunt.core.risk import PreTradeRisk, RiskLimits
+    from foxhunt.messages.orders import OrderFilled
+    from tests.fakes import INSTRUMENTS
+
+    k = Kernel(INSTRUMENTS, [], PreTradeRisk(RiskLimits(max_daily_loss=Decimal("100"), breaker_action="reduce"), INSTRUMENTS))
+    k.handle(1, quote(10, "1.09990", "1.10010"))
+    k.requests.append(SubmitOrder(ts_event=10, ts_init=10, order_id="b", strategy_id="s", symbol="EURUSD",
+                                  side=Side.BUY, order_type=OrderType.MARKET, quantity=d("100000")))
+    k.handle(2, quote(10, "1.09990", "1.10010"))
+    k.handle(3, OrderFilled(ts_event=11, ts_init=11, order_id="b", symbol="EURUSD", side=Side.BUY, trade_id="t",
+                            last_qty=d("100000"), last_price=d("1.10000"), leaves_qty=0))
+    assert list(k.handle(4, quote(12, "1.09890", "1.09910")).derived) == []  # down exactly 100: at the limit
+    (tripped,) = k.handle(5, quote(13, "1.09898", "1.09900")).derived  # mid 1.09899: down 101
+    assert tripped.state is TradingState.REDUCING and tripped.cause == "breaker daily loss: loss=101 limit=100"
+    k.handle(6, AdminCommand(ts_event=14, ts_init=14, command="resume", operator="ops"))
+    assert list(k.handle(7, quote(15, "1.09000", "1.09020")).derived) == []  # acknowledged for today
+    (next_day,) = k.handle(8, quote(DAY_NS + 1, "1.07000", "1.07020")).derived[:1] or (None,)
+    assert next_day is None  # a new day starts from the equity of its first mark
+
+
+def test_repeated_executions_halt_trading():
+    from foxhunt.core.risk import PreTradeRisk, RiskLimits
+    from foxhunt.messages.orders import OrderPartiallyFilled
+    from tests.fakes import INSTRUMENTS
+
+    k = Kernel(INSTRUMENTS, [], PreTradeRisk(RiskLimits(max_repeated_executions=2), INSTRUMENTS))
+    k.handle(1, quote(10, "1.09990", "1.10010"))
+    k.requests.append(SubmitOrder(ts_event=10, ts_init=10, order_id="b", strategy_id="s", symbol="EURUSD",
+                                  side=Side.BUY, order_type=OrderType.MARKET, quantity=d("10000")))
+    k.handle(2, quote(10, "1.09990", "1.10010"))
+    steps = [k.handle(3 + i, OrderPartiallyFilled(ts_event=20 + i, ts_init=0, order_id="b", symbol="EURUSD",
+                                                  side=Side.BUY, trade_id=f"t{i}", last_qty=d("1000"),
+                                                  last_price=d("1.1"), leaves_qty=d(str(9000 - 1000 * i))))
+             for i in range(3)]
+    halted = steps[2].derived[-1]
+    assert halted.state is TradingState.HALTED
+    assert halted.cause == "repeated executions: 3 fills of EURUSD BUY within 1000 ms"

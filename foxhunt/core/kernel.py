@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import msgspec
 
+from foxhunt.core.breakers import Breakers
 from foxhunt.core.orders import Order, Orders
 from foxhunt.core.portfolio import Portfolio
 from foxhunt.core.risk import PreTradeRisk
@@ -36,11 +37,13 @@ from foxhunt.messages.orders import (
 )
 from foxhunt.messages.system import (
     AdminCommand,
+    CommandRejected,
     FeedGap,
     JournalDegraded,
     JournalRecovered,
     MarketDataFlagged,
     PositionChanged,
+    RiskLimitChanged,
     RunStarted,
     RunStopped,
     TimerFired,
@@ -53,7 +56,8 @@ from foxhunt.messages.system import (
 # A strategy that answers every event with a new request would never let an input end.
 MAX_ROUNDS = 1000
 
-ADMIN_COMMANDS = ("halt", "reduce", "resume", "kill", "cancel")
+ADMIN_COMMANDS = ("halt", "reduce", "resume", "kill", "cancel", "limit")
+_SEVERITY = {TradingState.ACTIVE: 0, TradingState.REDUCING: 1, TradingState.HALTED: 2}
 
 
 class Step(NamedTuple):
@@ -72,6 +76,7 @@ class Kernel:
         self.instruments = instruments
         self.strategies = strategies
         self.gate = gate
+        self.breakers = Breakers(gate.limits)
         self.orders = Orders()
         self.portfolio = Portfolio()
         self.state = TradingState.ACTIVE
@@ -170,6 +175,8 @@ class Kernel:
             return
         self.market[q.symbol] = q
         self.portfolio.mark(q.symbol, (q.bid + q.ask) // 2)
+        if self.breakers.on_equity:
+            self._check_equity(q)
         for on_quote, ctx in self._quote_handlers:
             on_quote(q, ctx)
 
@@ -177,6 +184,8 @@ class Kernel:
         # a bar of one side is still the best mark there is (a bid bar is what a long could sell at)
         self.market[bar.symbol] = bar
         self.portfolio.mark(bar.symbol, bar.close)
+        if self.breakers.on_equity:
+            self._check_equity(bar)
         for s in self.strategies:
             s.on_bar(bar, self.contexts[s.strategy_id])
 
@@ -213,6 +222,19 @@ class Kernel:
             )
         )
         self._on_order_event(fill.order_id, fill)
+        cause = self.breakers.check_fill(fill.ts_event, fill.symbol, fill.side)
+        if cause is not None:
+            self._tighten(TradingState.HALTED, fill, cause)
+
+    def _check_equity(self, msg: Input) -> None:
+        cause = self.breakers.check_equity(msg.ts_event, self.portfolio.equity, self.portfolio.peak_equity)
+        if cause is not None:
+            self._tighten(self.breakers.action, msg, cause)
+
+    def _tighten(self, state: TradingState, msg: Input, cause: str) -> None:
+        """Breakers and throttles only ever move trading towards HALTED; an operator moves it back."""
+        if _SEVERITY[state] > _SEVERITY[self.state]:
+            self._change_state(state, msg, cause)
 
     def _drain_requests(self) -> None:
         for _ in range(MAX_ROUNDS):
@@ -283,6 +305,7 @@ class Kernel:
             case "reduce":
                 self._set_state(TradingState.REDUCING, cmd)
             case "resume":
+                self.breakers.acknowledged()
                 self._set_state(TradingState.ACTIVE, cmd)
             case "kill":
                 self._cancel_all(cmd)
@@ -293,8 +316,29 @@ class Kernel:
                 else:
                     for order_id in cmd.args:
                         self._request_cancel(self.orders.get(order_id), cmd)
+            case "limit":
+                self._set_limit(cmd)
             case _:
                 raise KernelError(f"unknown admin command {cmd.command!r}; known: {', '.join(ADMIN_COMMANDS)}")
+
+    def _set_limit(self, cmd: AdminCommand) -> None:
+        """`limit set NAME VALUE`: a risk limit changes where the command stands in the journal, so replay
+        changes it at the same point. A command that cannot apply is recorded as rejected."""
+        stamps = dict(ts_event=cmd.ts_event, ts_init=cmd.ts_init)
+        text = " ".join(["limit", *cmd.args])
+        if len(cmd.args) != 3 or cmd.args[0] != "set":
+            self._derived.append(CommandRejected(**stamps, command=text, reason="usage: limit set NAME VALUE"))
+            return
+        try:
+            previous, value = self.gate.set_limit(cmd.args[1], cmd.args[2])
+        except ValueError as e:
+            self._derived.append(CommandRejected(**stamps, command=text, reason=str(e)))
+            return
+        self.breakers.configure(self.gate.limits)
+        who = cmd.operator or cmd.operator_uid
+        self._derived.append(
+            RiskLimitChanged(**stamps, name=cmd.args[1], previous=previous, value=value, cause=f"admin limit by {who}: {cmd.reason}")
+        )
 
     def _cancel_all(self, cmd: AdminCommand) -> None:
         for order in list(self.orders.open.values()):

@@ -70,6 +70,11 @@ class RiskLimits(InstrumentRisk, frozen=True, kw_only=True, forbid_unknown_field
     max_messages_per_second: int | None = 200  # account: orders, replaces and cancels per second
     duplicate_window_ms: int | None = None  # an identical order (symbol, side, type, qty, price, tif) inside it
     self_match_prevention: bool = True  # an order that would trade with our own resting order
+    max_daily_loss: Decimal | None = None  # breaker, money: equity down this much since the UTC day began
+    max_drawdown: Decimal | None = None  # breaker, money: equity down this much from its peak
+    breaker_action: Literal["reduce", "halt"] = "halt"
+    max_repeated_executions: int | None = None  # this many fills, one symbol and side, inside the window halt
+    repeated_execution_window_ms: int = 1000
     instruments: dict[str, InstrumentRisk] = {}
 
     def __post_init__(self) -> None:
@@ -122,29 +127,56 @@ def limit_row(defaults: RiskLimits, inst: Instrument) -> np.ndarray:
 
 class PreTradeRisk:
     def __init__(self, limits: RiskLimits, instruments: dict[str, Instrument]) -> None:
-        unknown = sorted(set(limits.instruments) - set(instruments))
-        if unknown:
-            raise ValueError(f"risk limits for instruments that are not configured: {', '.join(unknown)}")
-        self.limits = limits
         self.instruments = instruments
-        self.rows = {symbol: limit_row(limits, inst) for symbol, inst in instruments.items()}
-        off = float("inf")
-        self.account = np.array(
-            [off if v is None else float(v) for v in
-             (limits.max_gross_exposure, limits.max_net_exposure, limits.credit_limit)], dtype=np.float64
-        )
         self.out = np.zeros(2, dtype=np.float64)
-        self.flow = flow_state(limits)
         compiled = rc.kernels()
         self.check, self.record_message = compiled.check_order_nb, compiled.record_message_nb
         self.symbol_index = {symbol: i for i, symbol in enumerate(sorted(instruments))}
-        self.self_match = limits.self_match_prevention
+        self.flow = flow_state(limits)
+        self.configure(limits)
         # our resting limit prices per symbol, price -> number of orders, for self-match prevention
         self.resting = {symbol: ({}, {}) for symbol in instruments}
         # working orders per symbol, [buy qty, sell qty, count], kept in step with order events (on_order):
         # a check walks no orders
         self.working = {symbol: [0, 0, 0] for symbol in instruments}
         self.working_value = 0.0
+
+    def configure(self, limits: RiskLimits) -> None:
+        """Take new limits; working orders stay counted, and the throttles' windows survive unless their
+        sizes changed."""
+        unknown = sorted(set(limits.instruments) - set(self.instruments))
+        if unknown:
+            raise ValueError(f"risk limits for instruments that are not configured: {', '.join(unknown)}")
+        self.limits = limits
+        self.rows = {symbol: limit_row(limits, inst) for symbol, inst in self.instruments.items()}
+        off = float("inf")
+        self.account = np.array(
+            [off if v is None else float(v) for v in
+             (limits.max_gross_exposure, limits.max_net_exposure, limits.credit_limit)], dtype=np.float64
+        )
+        flow = flow_state(limits)
+        if flow.size != self.flow.size or (flow[: rc.F_HEADER] != self.flow[: rc.F_HEADER]).any():
+            self.flow = flow
+        self.self_match = limits.self_match_prevention
+
+    def set_limit(self, name: str, text: str) -> tuple[str, str]:
+        """Change one limit by its path in [risk] (`collar_bps`, `instruments.EURUSD.max_order_qty`);
+        return (previous, new) as text. ValueError, naming what is wrong, changes nothing."""
+        raw = msgspec.to_builtins(self.limits)
+        keys = name.split(".")
+        node = raw
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"no risk limit named {name!r}")
+        previous = node.get(keys[-1])
+        node[keys[-1]] = None if text in ("off", "none") else text
+        try:
+            limits = msgspec.convert(raw, RiskLimits, strict=False)
+        except msgspec.ValidationError as e:
+            raise ValueError(f"risk limit {name}={text!r}: {e}") from None
+        self.configure(limits)
+        return ("off" if previous is None else str(previous)), text
 
     # --- checks ----------------------------------------------------------------------------------
 

@@ -29,6 +29,8 @@ from foxhunt.messages.system import (
     JournalDegraded,
     JournalRecovered,
     MarketDataFlagged,
+    RiskLimitChanged,
+    CommandRejected,
     PositionChanged,
     RunStarted,
     RunStopped,
@@ -67,6 +69,8 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     TradingStateChanged,
     MarketDataFlagged,
     PositionChanged,
+    RiskLimitChanged,
+    CommandRejected,
 )
 AnyMessage = Union[MESSAGE_TYPES]  # noqa: UP007 - a runtime union of the tuple above
 INPUT_KINDS = frozenset(t.__name__ for t in MESSAGE_TYPES if issubclass(t, Input))

@@ -79,6 +79,22 @@ class TradingStateChanged(Derived, frozen=True, kw_only=True):
     cause: str
 
 
+class RiskLimitChanged(Derived, frozen=True, kw_only=True):
+    """An operator changed a risk limit; `name` is its path in `[risk]` (e.g. instruments.EURUSD.collar_bps)."""
+
+    name: str
+    previous: str
+    value: str
+    cause: str
+
+
+class CommandRejected(Derived, frozen=True, kw_only=True):
+    """A journaled operator command the kernel could not apply, and why (it changed nothing)."""
+
+    command: str
+    reason: str
+
+
 class MarketDataFlagged(Derived, frozen=True, kw_only=True):
     """Market data that was recorded but not traded on, and why (crossed or locked quote, ...)."""
 

@@ -1,0 +1,76 @@
+"""Circuit breakers on the account's equity, and the repeated-execution throttle.
+
+- Daily loss: equity (realised plus unrealised PnL, minus commissions) down more than `max_daily_loss`
+  since the first mark of the UTC day (event time).
+- Drawdown: equity down more than `max_drawdown` from its peak.
+- Repeated executions: more than `max_repeated_executions` fills of one symbol and side inside
+  `repeated_execution_window_ms`: a strategy hitting the market again and again is halted.
+
+A tripped equity breaker asks for REDUCING or HALTED (`breaker_action`); the repeated-execution throttle
+asks for HALTED. Only an operator lifts either (`resume`); after that, the equity breakers stay quiet until
+the next UTC day, so an acknowledged breach does not trip again on the next quote.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from foxhunt.core.fixed import nanos
+from foxhunt.core.risk import RiskLimits
+from foxhunt.messages.base import format_fixed
+from foxhunt.messages.orders import Side
+from foxhunt.messages.system import TradingState
+
+DAY_NS = 86_400 * 1_000_000_000
+
+
+class Breakers:
+    def __init__(self, limits: RiskLimits) -> None:
+        self.configure(limits)
+        self.day = -1
+        self.day_start_equity = 0
+        self.armed = True
+        self.fills: dict[tuple[str, Side], deque[int]] = {}
+
+    def configure(self, limits: RiskLimits) -> None:
+        self.max_daily_loss = None if limits.max_daily_loss is None else nanos(limits.max_daily_loss)
+        self.max_drawdown = None if limits.max_drawdown is None else nanos(limits.max_drawdown)
+        self.action = TradingState.REDUCING if limits.breaker_action == "reduce" else TradingState.HALTED
+        self.max_fills = limits.max_repeated_executions
+        self.fill_window = limits.repeated_execution_window_ms * 1_000_000
+        self.on_equity = self.max_daily_loss is not None or self.max_drawdown is not None  # checked per mark
+
+    def check_equity(self, ts: int, equity: int, peak: int) -> str | None:
+        """The cause, if this mark trips an equity breaker."""
+        day = ts // DAY_NS
+        if day != self.day:
+            self.day, self.day_start_equity, self.armed = day, equity, True
+        if not self.armed:
+            return None
+        loss = self.day_start_equity - equity
+        if self.max_daily_loss is not None and loss > self.max_daily_loss:
+            self.armed = False
+            return f"breaker daily loss: loss={format_fixed(loss)} limit={format_fixed(self.max_daily_loss)}"
+        drawdown = peak - equity
+        if self.max_drawdown is not None and drawdown > self.max_drawdown:
+            self.armed = False
+            return f"breaker drawdown: drawdown={format_fixed(drawdown)} limit={format_fixed(self.max_drawdown)}"
+        return None
+
+    def check_fill(self, ts: int, symbol: str, side: Side) -> str | None:
+        """The cause, if this fill makes the executions of its symbol and side too many, too fast."""
+        if self.max_fills is None:
+            return None
+        recent = self.fills.setdefault((symbol, side), deque())
+        recent.append(ts)
+        while recent and ts - recent[0] >= self.fill_window:
+            recent.popleft()
+        if len(recent) > self.max_fills:
+            recent.clear()
+            return (f"repeated executions: {self.max_fills + 1} fills of {symbol} {side.value} within"
+                    f" {self.fill_window // 1_000_000} ms")
+        return None
+
+    def acknowledged(self) -> None:
+        """An operator resumed trading: the equity breakers wait for the next day."""
+        self.armed = False
