@@ -210,6 +210,22 @@ def test_repeated_executions_halt_trading():
                                                   side=Side.BUY, trade_id=f"t{i}", last_qty=d("1000"),
                                                   last_price=d("1.1"), leaves_qty=d(str(9000 - 1000 * i))))
              for i in range(3)]
-    halted = steps[2].derived[-1]
+    (halted,) = [e for e in steps[2].derived if isinstance(e, TradingStateChanged)]
     assert halted.state is TradingState.HALTED
     assert halted.cause == "repeated executions: 3 fills of EURUSD BUY within 1000 ms"
+
+
+def test_a_breaker_halt_is_the_kill_switch_and_cancels_working_orders():
+    from foxhunt.core.risk import PreTradeRisk, RiskLimits
+    from foxhunt.messages.orders import OrderPartiallyFilled
+    from tests.fakes import INSTRUMENTS
+
+    k = Kernel(INSTRUMENTS, [], PreTradeRisk(RiskLimits(max_repeated_executions=0), INSTRUMENTS))
+    k.handle(1, quote(10, "1.09990", "1.10010"))
+    k.requests.append(SubmitOrder(ts_event=10, ts_init=10, order_id="b", strategy_id="s", symbol="EURUSD",
+                                  side=Side.BUY, order_type=OrderType.MARKET, quantity=d("10000")))
+    k.handle(2, quote(10, "1.09990", "1.10010"))
+    step = k.handle(3, OrderPartiallyFilled(ts_event=20, ts_init=0, order_id="b", symbol="EURUSD", side=Side.BUY,
+                                            trade_id="t", last_qty=d("1000"), last_price=d("1.1"), leaves_qty=d("9000")))
+    assert [type(e).__name__ for e in step.derived] == ["PositionChanged", "TradingStateChanged", "CancelOrder"]
+    assert step.commands[0].reason.startswith("kill switch: repeated executions")

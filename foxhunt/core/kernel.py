@@ -232,9 +232,16 @@ class Kernel:
             self._tighten(self.breakers.action, msg, cause)
 
     def _tighten(self, state: TradingState, msg: Input, cause: str) -> None:
-        """Breakers and throttles only ever move trading towards HALTED; an operator moves it back."""
+        """Breakers and throttles only ever move trading towards HALTED; an operator moves it back. A halt
+        is the kill switch: working orders are canceled too."""
         if _SEVERITY[state] > _SEVERITY[self.state]:
             self._change_state(state, msg, cause)
+            if state is TradingState.HALTED:
+                for order in list(self.orders.open.values()):
+                    self.requests.append(
+                        CancelOrder(ts_event=msg.ts_event, ts_init=msg.ts_init, order_id=order.order_id,
+                                    symbol=order.symbol, reason=f"kill switch: {cause}")
+                    )
 
     def _drain_requests(self) -> None:
         for _ in range(MAX_ROUNDS):
