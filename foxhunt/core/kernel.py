@@ -177,6 +177,8 @@ class Kernel:
         self.portfolio.mark(q.symbol, (q.bid + q.ask) // 2)
         if self.breakers.on_equity:
             self._check_equity(q)
+        if self.gate.book_var is not None:
+            self.gate.on_mark(q.symbol, (q.bid + q.ask) // 2, q.ts_event)
         for on_quote, ctx in self._quote_handlers:
             on_quote(q, ctx)
 
@@ -186,6 +188,8 @@ class Kernel:
         self.portfolio.mark(bar.symbol, bar.close)
         if self.breakers.on_equity:
             self._check_equity(bar)
+        if self.gate.book_var is not None:
+            self.gate.on_mark(bar.symbol, bar.close, bar.ts_event)
         for s in self.strategies:
             s.on_bar(bar, self.contexts[s.strategy_id])
 
@@ -209,6 +213,7 @@ class Kernel:
         inst = self.instruments[fill.symbol]
         pos = self.portfolio.open_position(fill.symbol, inst.currency, inst.multiplier)
         self.portfolio.apply_fill(pos, fill.side, fill.last_qty, fill.last_price, fill.commission)
+        self.gate.on_position(fill.symbol, pos.quantity)
         self._derived.append(
             PositionChanged(
                 ts_event=fill.ts_event,

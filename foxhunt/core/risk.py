@@ -28,6 +28,7 @@ import numpy as np
 
 from foxhunt.core import risk_checks as rc
 from foxhunt.core.fixed import nanos
+from foxhunt.core.risk_var import BookVar
 from foxhunt.messages.base import SCALE, format_fixed
 from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import OrderType, ReplaceOrder, Side, SubmitOrder, TimeInForce
@@ -70,6 +71,11 @@ class RiskLimits(InstrumentRisk, frozen=True, kw_only=True, forbid_unknown_field
     max_messages_per_second: int | None = 200  # account: orders, replaces and cancels per second
     duplicate_window_ms: int | None = None  # an identical order (symbol, side, type, qty, price, tif) inside it
     self_match_prevention: bool = True  # an order that would trade with our own resting order
+    max_var: Decimal | None = None  # portfolio gate, money: historical VaR of the book after the order
+    max_expected_shortfall: Decimal | None = None  # ... and its expected shortfall
+    var_confidence: float = 0.99
+    var_window: int = 250  # return scenarios per instrument
+    var_sample_ms: int = 60_000  # marks are sampled on this clock (event time) into returns
     max_daily_loss: Decimal | None = None  # breaker, money: equity down this much since the UTC day began
     max_drawdown: Decimal | None = None  # breaker, money: equity down this much from its peak
     breaker_action: Literal["reduce", "halt"] = "halt"
@@ -84,6 +90,8 @@ class RiskLimits(InstrumentRisk, frozen=True, kw_only=True, forbid_unknown_field
                 raise ValueError(f"{name} must be between 0 and 100000, got {value}")
         if self.order_window_ms <= 0:
             raise ValueError(f"order_window_ms must be positive, got {self.order_window_ms}")
+        if not 0 < self.var_confidence < 1 or self.var_window < 2 or self.var_sample_ms <= 0:
+            raise ValueError("needs 0 < var_confidence < 1, var_window >= 2 and var_sample_ms > 0")
 
 
 class Denial(NamedTuple):
@@ -133,6 +141,7 @@ class PreTradeRisk:
         self.check, self.record_message = compiled.check_order_nb, compiled.record_message_nb
         self.symbol_index = {symbol: i for i, symbol in enumerate(sorted(instruments))}
         self.flow = flow_state(limits)
+        self.book_var: BookVar | None = None
         self.configure(limits)
         # our resting limit prices per symbol, price -> number of orders, for self-match prevention
         self.resting = {symbol: ({}, {}) for symbol in instruments}
@@ -158,6 +167,12 @@ class PreTradeRisk:
         if flow.size != self.flow.size or (flow[: rc.F_HEADER] != self.flow[: rc.F_HEADER]).any():
             self.flow = flow
         self.self_match = limits.self_match_prevention
+        self.max_var = None if limits.max_var is None else float(limits.max_var)
+        self.max_es = None if limits.max_expected_shortfall is None else float(limits.max_expected_shortfall)
+        if (self.max_var is not None or self.max_es is not None) and self.book_var is None:
+            self.book_var = BookVar(
+                sorted(self.instruments), limits.var_window, limits.var_sample_ms * 1_000_000, limits.var_confidence
+            )
 
     def set_limit(self, name: str, text: str) -> tuple[str, str]:
         """Change one limit by its path in [risk] (`collar_bps`, `instruments.EURUSD.max_order_qty`);
@@ -216,7 +231,33 @@ class PreTradeRisk:
             _STATES[kernel.state], gross, portfolio.net_exposure / SCALE, gross + self.working_value,
             self.flow, kernel.ts_event, key, own_bid, own_ask, self.out,
         )
-        return None if code == rc.OK else Denial(rc.REASONS[code], self._detail(code, symbol))
+        if code != rc.OK:
+            return Denial(rc.REASONS[code], self._detail(code, symbol))
+        if self.book_var is not None:
+            signed = qty if side is Side.BUY else -qty
+            return self._check_var(symbol, signed / SCALE * self.instruments[symbol].multiplier)
+        return None
+
+    def _check_var(self, symbol: str, delta_units: float) -> Denial | None:
+        result = self.book_var.check(symbol, delta_units)
+        if result is None:
+            return Denial("VAR_HISTORY_SHORT", f"scenarios={self.book_var.used} confidence={self.limits.var_confidence}")
+        var_before, es_before, var_after, es_after, _ = result
+        if self.max_var is not None and var_after > self.max_var and var_after > var_before:
+            return Denial("MAX_VAR", f"var={var_after:.2f} limit={self.max_var:.2f}")
+        if self.max_es is not None and es_after > self.max_es and es_after > es_before:
+            return Denial("MAX_EXPECTED_SHORTFALL", f"es={es_after:.2f} limit={self.max_es:.2f}")
+        return None
+
+    # --- what the kernel tells the portfolio gate ----------------------------------------------------
+
+    def on_mark(self, symbol: str, price: int, ts: int) -> None:
+        if self.book_var is not None:
+            self.book_var.on_mark(symbol, price / SCALE, ts)
+
+    def on_position(self, symbol: str, quantity: int) -> None:
+        if self.book_var is not None:
+            self.book_var.on_position(symbol, quantity / SCALE * self.instruments[symbol].multiplier)
 
     # --- state ---------------------------------------------------------------------------------
 
