@@ -28,6 +28,22 @@ def state_dir(cfg: Config) -> Path:
     return Path(base) / "foxhunt"
 
 
+def configure_numba(cfg: Config) -> Path:
+    """Where numba caches compiled kernels, set before any is compiled: `[state] numba_cache_dir`, else
+    systemd's CACHE_DIRECTORY (the unit's CacheDirectory=), else the state directory. The default beside
+    the source files is unwritable in a hardened install (ProtectSystem=strict)."""
+    import numba
+
+    if cfg.state.numba_cache_dir:
+        path = Path(cfg.state.numba_cache_dir)
+    elif systemd := os.environ.get("CACHE_DIRECTORY"):
+        path = Path(systemd.split(":")[0]) / "numba"
+    else:
+        path = state_dir(cfg) / "numba-cache"
+    numba.config.CACHE_DIR = str(path)
+    return path
+
+
 def embedded_cluster(cfg: Config) -> EmbeddedCluster:
     return EmbeddedCluster(state_dir(cfg))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import aclosing
@@ -82,9 +83,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     fh_logging.configure(args.log_level)
     try:
         cfg = config.load(args.config)
+        bootstrap.configure_numba(cfg)
         handlers = {"run": cmd_run, "replay": cmd_replay, "ingest": cmd_ingest, "journal": cmd_journal, "db": cmd_db}
         handler: Callable = handlers[args.command]
         return handler(args, cfg)
+    except BrokenPipeError:
+        # The reader went away (`foxhunt journal show X | head`): fine. Point stdout at /dev/null so that
+        # flushing it at exit does not fail again (the Python docs' recipe for SIGPIPE).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except BaseException as e:  # noqa: BLE001 - sorted into exit codes below; anything else re-raises
         return _report(e)
 
@@ -178,10 +185,7 @@ def cmd_journal(args: argparse.Namespace, cfg: config.Config) -> int:
             async for page in pages:
                 print("\n".join(_format_record(record) for record in page), flush=args.follow)
 
-    try:
-        _run_async(go)
-    except BrokenPipeError:
-        sys.stderr.close()  # `foxhunt journal show X | head`: the reader went away, which is fine
+    _run_async(go)
     return EXIT_OK
 
 

@@ -52,6 +52,7 @@ class JournalConfig(_Section, frozen=True, kw_only=True):
 
 class StateConfig(_Section, frozen=True, kw_only=True):
     dir: str = ""
+    numba_cache_dir: str = ""
 
 
 class RunConfig(_Section, frozen=True, kw_only=True):

@@ -73,9 +73,9 @@ ACTIVE, REDUCING, HALTED = 0, 1, 2
 SCALE = 1_000_000_000
 
 
-# The helpers the kernel calls: numba's lazy njit compiles them (nothing happens at import) when the
-# kernel that calls them is compiled.
-@numba.njit(cache=_CACHE)
+# The helpers the kernel calls: numba's lazy njit compiles them into the kernel that calls them (nothing
+# happens at import), so the kernel's cache entry holds them and they need no cache of their own.
+@numba.njit
 def _ring_full_nb(flow, start, limit, window, head, now):
     """A ring of the last `limit` times is full when its oldest entry is still inside the window."""
     if limit == 0:
@@ -161,7 +161,7 @@ def check_order_nb(
     return code
 
 
-@numba.njit(cache=_CACHE)
+@numba.njit
 def _check_flow_nb(flow, side, has_price, price, now, key, own_bid, own_ask, out):
     orders_at = F_HEADER
     msgs_at = orders_at + flow[F_ORDER_LIMIT] if flow[F_ORDER_LIMIT] != UNLIMITED else orders_at
@@ -189,7 +189,7 @@ def _check_flow_nb(flow, side, has_price, price, now, key, own_bid, own_ask, out
     return 0
 
 
-@numba.njit(cache=_CACHE)
+@numba.njit
 def _record_nb(flow, now, key):
     """Note an order that passed: in the order ring, the message ring and the duplicate ring."""
     at = F_HEADER
@@ -207,7 +207,7 @@ def _record_nb(flow, now, key):
         flow[F_DUP_HEAD] += 1
 
 
-@numba.njit(cache=_CACHE)
+@numba.njit
 def record_message_nb(flow, now):
     """Note a message to a venue (an order that passed, or a cancel) in the message ring."""
     limit = flow[F_MSG_LIMIT]
@@ -225,7 +225,9 @@ _compiled: SimpleNamespace | None = None
 
 
 def kernels() -> SimpleNamespace:
-    """The compiled check, compiled (or loaded from numba's cache) on first call; no fastmath."""
+    """The compiled check, compiled (or loaded from numba's cache) on first call, which the kernel's
+    construction makes at start-up; no fastmath. The cache goes where numba.config.CACHE_DIR says when
+    this runs (bootstrap.configure_numba sets it)."""
     global _compiled
     if _compiled is None:
         cache = _CACHE
