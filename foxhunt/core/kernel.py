@@ -79,6 +79,7 @@ class Kernel:
         self.breakers = Breakers(gate.limits)
         self.orders = Orders()
         self.portfolio = Portfolio()
+        self._follow_limits()
         self.state = TradingState.ACTIVE
         self.market: dict[str, QuoteTick | Bar | TradeTick] = {}  # last usable market data per symbol
         self.venues_down: set[str] = set()
@@ -175,10 +176,10 @@ class Kernel:
             return
         self.market[q.symbol] = q
         self.portfolio.mark(q.symbol, (q.bid + q.ask) // 2)
-        if self.breakers.on_equity:
+        if self._watch_equity:
             self._check_equity(q)
-        if self.gate.book_var is not None:
-            self.gate.on_mark(q.symbol, (q.bid + q.ask) // 2, q.ts_event)
+        if self._book_var is not None:
+            self._book_var.on_mark(q.symbol, (q.bid + q.ask) / 2e9, q.ts_event)
         for on_quote, ctx in self._quote_handlers:
             on_quote(q, ctx)
 
@@ -186,10 +187,10 @@ class Kernel:
         # a bar of one side is still the best mark there is (a bid bar is what a long could sell at)
         self.market[bar.symbol] = bar
         self.portfolio.mark(bar.symbol, bar.close)
-        if self.breakers.on_equity:
+        if self._watch_equity:
             self._check_equity(bar)
-        if self.gate.book_var is not None:
-            self.gate.on_mark(bar.symbol, bar.close, bar.ts_event)
+        if self._book_var is not None:
+            self._book_var.on_mark(bar.symbol, bar.close / 1e9, bar.ts_event)
         for s in self.strategies:
             s.on_bar(bar, self.contexts[s.strategy_id])
 
@@ -230,6 +231,13 @@ class Kernel:
         cause = self.breakers.check_fill(fill.ts_event, fill.symbol, fill.side)
         if cause is not None:
             self._tighten(TradingState.HALTED, fill, cause)
+
+    def _follow_limits(self) -> None:
+        """What the quote path must do depends on which limits are on; decided here, once per change."""
+        limits = self.gate.limits
+        self.portfolio.set_track_gross(limits.max_gross_exposure is not None or limits.credit_limit is not None)
+        self._watch_equity = self.breakers.on_equity
+        self._book_var = self.gate.book_var
 
     def _check_equity(self, msg: Input) -> None:
         cause = self.breakers.check_equity(msg.ts_event, self.portfolio.equity, self.portfolio.peak_equity)
@@ -347,6 +355,7 @@ class Kernel:
             self._derived.append(CommandRejected(**stamps, command=text, reason=str(e)))
             return
         self.breakers.configure(self.gate.limits)
+        self._follow_limits()
         who = cmd.operator or cmd.operator_uid
         self._derived.append(
             RiskLimitChanged(**stamps, name=cmd.args[1], previous=previous, value=value, cause=f"admin limit by {who}: {cmd.reason}")

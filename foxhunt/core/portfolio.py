@@ -83,7 +83,8 @@ class Portfolio:
         self._unrealized_total = 0
         self._closed_total = 0  # realised PnL minus commissions, over all positions
         self._cost_total = 0  # signed cost basis of all open positions
-        self.gross_exposure = 0  # sum of |position at market|, money nanos (for the risk engine)
+        self.gross_exposure = 0  # sum of |position at market|, money nanos, while track_gross is on
+        self.track_gross = False  # the risk engine turns it on when a gross or credit limit needs it
 
     def position(self, symbol: str) -> Position | None:
         return self.positions.get(symbol)
@@ -105,7 +106,8 @@ class Portfolio:
         self._closed_total += pos.realized_pnl - pos.commissions - before_closed
         self._unrealized_total += pos.unrealized_pnl - before_unrealized
         self._cost_total += pos.cost - before_cost
-        self.gross_exposure += abs(pos.unrealized_pnl + pos.cost) - abs(before_unrealized + before_cost)
+        if self.track_gross:
+            self.gross_exposure += abs(pos.unrealized_pnl + pos.cost) - abs(before_unrealized + before_cost)
         self._track_equity()
 
     def mark(self, symbol: str, price: int) -> None:
@@ -116,7 +118,8 @@ class Portfolio:
             return
         unrealized = price * pos.quantity // SCALE * pos.multiplier - pos.cost
         change = unrealized - pos.unrealized_pnl
-        self.gross_exposure += abs(unrealized + pos.cost) - abs(pos.unrealized_pnl + pos.cost)
+        if self.track_gross:
+            self.gross_exposure += abs(unrealized + pos.cost) - abs(pos.unrealized_pnl + pos.cost)
         pos.mark = price
         pos.unrealized_pnl = unrealized
         self._unrealized_total += change
@@ -125,6 +128,11 @@ class Portfolio:
             self.peak_equity = equity
         elif self.peak_equity - equity > self.max_drawdown:
             self.max_drawdown = self.peak_equity - equity
+
+    def set_track_gross(self, on: bool) -> None:
+        """Track gross exposure from now on (computed afresh from the positions), or stop."""
+        self.track_gross = on
+        self.gross_exposure = sum(abs(p.unrealized_pnl + p.cost) for p in self.positions.values()) if on else 0
 
     @property
     def net_exposure(self) -> int:
