@@ -43,19 +43,21 @@ def tail_count(n: int, confidence: float) -> int:
 
 
 def var_historical(returns, confidence: float) -> float:
-    r = _returns(returns, "returns")
-    k = tail_count(r.size, confidence)
-    if k < 1:
-        raise RiskInputError(f"{r.size} returns are too few for {confidence} confidence (k would be 0)")
+    r, k = _tail(returns, confidence)
     return float(kernels().var_historical_nb(r, k))
 
 
 def expected_shortfall(returns, confidence: float) -> float:
+    r, k = _tail(returns, confidence)
+    return float(kernels().expected_shortfall_nb(r, k))
+
+
+def _tail(returns, confidence: float) -> tuple[np.ndarray, int]:
     r = _returns(returns, "returns")
     k = tail_count(r.size, confidence)
     if k < 1:
         raise RiskInputError(f"{r.size} returns are too few for {confidence} confidence (k would be 0)")
-    return float(kernels().expected_shortfall_nb(r, k))
+    return r, k
 
 
 def var_parametric(returns, confidence: float) -> float:

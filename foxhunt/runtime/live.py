@@ -36,7 +36,6 @@ from foxhunt.adapters.venue_wire_log import WireLoggedVenue
 from foxhunt.config import Config, TradingConfig
 from foxhunt.errors import InputError
 from foxhunt.messages.base import Input
-from foxhunt.messages.market import MARKET_DATA_TYPES
 from foxhunt.messages.orders import OrderCanceled
 from foxhunt.messages.system import JournalDegraded, JournalRecovered, RunStarted, RunStopped
 from foxhunt.ports import Clock, JournalStore, Venue
@@ -179,10 +178,7 @@ async def _consume(loop: TradingLoop, bus: Bus, clock: Clock, req: RunRequest, c
                 control.request_stop("duration")
             continue
         clock.advance(msg.ts_init)
-        if type(msg) in MARKET_DATA_TYPES:
-            await loop.market(msg)
-        else:
-            await loop.submit(msg)
+        await loop.take(msg)
         count += 1
         if req.max_events is not None and count >= req.max_events:
             control.request_stop("max-events")

@@ -14,6 +14,7 @@ from typing import Literal
 
 from foxhunt.core.kernel import Kernel
 from foxhunt.messages.base import Input, Message
+from foxhunt.messages.market import MARKET_DATA_TYPES
 from foxhunt.ports import JournalWriter, Venue
 
 
@@ -51,6 +52,13 @@ class TradingLoop:
         self.before_send = durability == "before_send"
         self.inputs = 0
         self.derived = 0
+
+    async def take(self, msg: Input) -> None:
+        """One input from a source: market data goes through `market`, anything else through `submit`."""
+        if type(msg) in MARKET_DATA_TYPES:
+            await self.market(msg)
+        else:
+            await self.submit(msg)
 
     async def market(self, msg: Input) -> None:
         """Market data: the kernel sees it, then the venue matches its resting orders against it, then

@@ -23,7 +23,6 @@ from foxhunt.core.risk import PreTradeRisk
 from foxhunt.core.strategies import build_strategy
 from foxhunt.errors import JournalMismatch, VerificationFailed
 from foxhunt.messages import codec
-from foxhunt.messages.market import MARKET_DATA_TYPES
 from foxhunt.messages.system import RunStarted, VenueConnected, VenueDisconnected
 from foxhunt.ports import JournalStore, Record
 from foxhunt.runtime.clock import EventClock
@@ -154,13 +153,10 @@ async def backtest(store: JournalStore, name: str, trading: TradingConfig) -> di
                 if record.causation is not None or type(msg) in FROM_VENUE:
                     continue
                 clock.advance(msg.ts_init)
-                if type(msg) in MARKET_DATA_TYPES:
-                    await loop.market(msg)
-                else:
-                    await loop.submit(msg)
-                    if isinstance(msg, RunStarted):
-                        for connected in venue.connect():
-                            await loop.submit(connected)
+                await loop.take(msg)
+                if type(msg) is RunStarted:
+                    for connected in venue.connect():
+                        await loop.submit(connected)
     seconds = time.perf_counter() - started
     return summarize(kernel, events=events, seconds=seconds, journal=name, mode="backtest", inputs=loop.inputs)
 
