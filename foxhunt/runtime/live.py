@@ -93,8 +93,9 @@ async def run_paper(store: JournalStore, cfg: Config, req: RunRequest, fingerpri
             store.writer(req.journal, config=trading.to_json(), config_digest=trading.digest(), fingerprint=fingerprint)
         )
         loop = TradingLoop(kernel, venue, journal, cfg.journal.durability)
-        await _start(store, loop, trading, req, fingerprint)
+        # from the first write on: an outage during recovery halts trading before it starts
         journal.watch_health(lambda reason, outage: control.push_urgent(_health_input(req.clock, reason, outage)))
+        await _start(store, loop, trading, req, fingerprint)
         await _trade(loop, req, control)
         await _finish(loop, req.clock, control)
     reason = control.reason or "feed ended"
