@@ -210,3 +210,52 @@ def test_an_order_that_would_trade_with_our_own_resting_order_is_denied():
     assert submit_at(k, 1_000, "2000", "1.10005") == "SELF_MATCH: price=1.10005 own_resting=1.10005"
     assert submit_at(k, 1_000, "3000") == "SELF_MATCH: price=0 own_resting=1.10005"  # a market buy
     assert submit_at(k, 1_000, "1000", "1.10010", side=Side.SELL) == "OK"  # same side never matches
+
+
+@st.composite
+def flows(draw):
+    limits = dict(order_limit=draw(st.one_of(st.none(), st.integers(0, 4))), order_window=draw(st.integers(1, 50)),
+                  msg_limit=draw(st.one_of(st.none(), st.integers(0, 5))), msg_window=draw(st.integers(1, 50)),
+                  dup_window=draw(st.integers(1, 50)), dup_slots=draw(st.sampled_from([0, 1, 3])))
+    now, actions = 1, []
+    for _ in range(draw(st.integers(1, 40))):
+        now += draw(st.integers(0, 15))
+        if draw(st.integers(0, 4)) == 0:
+            actions.append(("cancel", now))
+        else:
+            price = draw(st.one_of(st.none(), st.integers(90, 110)))
+            actions.append(("order", now, draw(st.sampled_from([1, -1])), price, draw(st.integers(0, 3)),
+                            draw(st.sampled_from([0, 95])), draw(st.sampled_from([0, 105]))))
+    return limits, actions
+
+
+@settings(max_examples=1500, deadline=None)
+@given(flows())
+def test_the_flow_checks_agree_with_their_plain_python_twin(case):
+    from foxhunt.core.risk import RiskLimits, flow_state
+
+    limits, actions = case
+    ms = 1_000_000
+    flow = flow_state(RiskLimits(max_orders_per_window=limits["order_limit"], max_messages_per_second=limits["msg_limit"],
+                                 duplicate_window_ms=limits["dup_window"] if limits["dup_slots"] else None))
+    # the kernel's windows are configured in ms; the twin's, and the times, count in ms too
+    flow[rc.F_ORDER_WINDOW], flow[rc.F_MSG_WINDOW] = limits["order_window"] * ms, limits["msg_window"] * ms
+    if limits["dup_slots"]:
+        flow[rc.F_DUP_WINDOW] = limits["dup_window"] * ms
+        flow = np.concatenate([flow[: len(flow) - 2 * 64], np.zeros(2 * limits["dup_slots"], np.int64)])
+        flow[rc.F_DUP_SLOTS] = limits["dup_slots"]
+    twin = rc.FlowPy(limits["order_limit"], limits["order_window"] * ms, limits["msg_limit"],
+                     limits["msg_window"] * ms, limits["dup_window"] * ms, limits["dup_slots"])
+    k, out = rc.kernels(), np.zeros(2)
+    row = np.full(rc.LIMIT_FIELDS, UNL, dtype=np.int64)
+    row[rc.L_LOT], row[rc.L_TICK], row[rc.L_MULT], row[rc.L_MIN_QTY], row[rc.L_RESTRICTED] = 1, 1, 1, 0, rc.OPEN
+    account = np.full(3, np.inf)
+    for action in actions:
+        if action[0] == "cancel":
+            k.record_message_nb(flow, action[1] * ms)
+            twin.cancel(action[1] * ms)
+            continue
+        _, now, side, price, key, own_bid, own_ask = action
+        code = k.check_order_nb(row, account, side, 1, price or 0, price is not None, 0, 100, 0, 0, 0, 0, 0,
+                                rc.ACTIVE, 0.0, 0.0, 0.0, flow, now * ms, key, own_bid, own_ask, out)
+        assert rc.REASONS.get(code, "OK") == twin.check(side, price, now * ms, key, own_bid, own_ask), action

@@ -299,3 +299,40 @@ def check_order_py(limits: dict, account: dict, order: dict, state: dict) -> tup
             if now > limit:
                 return name, (now, limit)
     return "OK", ()
+
+
+class FlowPy:
+    """The flow checks (throttles, duplicates, self-match) written for reading, with plain lists of
+    times: the twin the tests compare the kernel's rings against."""
+
+    def __init__(self, order_limit, order_window, msg_limit, msg_window, dup_window, dup_slots) -> None:
+        self.order_limit, self.order_window = order_limit, order_window
+        self.msg_limit, self.msg_window = msg_limit, msg_window
+        self.dup_window, self.dup_slots = dup_window, dup_slots
+        self.orders: list[int] = []
+        self.messages: list[int] = []
+        self.recent: list[tuple[int, int]] = []  # (key, time), newest last
+
+    @staticmethod
+    def _busy(times: list[int], limit: int, window: int, now: int) -> bool:
+        """The last `limit` times all fall inside the window (a limit of 0 allows nothing)."""
+        return limit == 0 or (len(times) >= limit and all(now - t < window for t in times[-limit:]))
+
+    def check(self, side: int, price: int | None, now: int, key: int, own_bid: int, own_ask: int) -> str:
+        if self.order_limit is not None and self._busy(self.orders, self.order_limit, self.order_window, now):
+            return "ORDER_THROTTLE"
+        if self.msg_limit is not None and self._busy(self.messages, self.msg_limit, self.msg_window, now):
+            return "MESSAGE_THROTTLE"
+        if any(k == key and now - t < self.dup_window for k, t in self.recent[-self.dup_slots:] if self.dup_slots):
+            return "DUPLICATE_ORDER"
+        if side > 0 and own_ask > 0 and (price is None or price >= own_ask):
+            return "SELF_MATCH"
+        if side < 0 and own_bid > 0 and (price is None or price <= own_bid):
+            return "SELF_MATCH"
+        self.orders.append(now)
+        self.messages.append(now)
+        self.recent.append((key, now))
+        return "OK"
+
+    def cancel(self, now: int) -> None:
+        self.messages.append(now)
