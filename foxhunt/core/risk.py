@@ -1,12 +1,15 @@
 """The pre-trade risk engine: every order command passes it before it can reach a venue.
 
-Per-order controls, checked by one compiled kernel (core/risk_checks.py) in this order, the first that
-fails naming the denial: trading state (HALTED, REDUCING), restricted list (no trade, reduce only),
-reduce-only orders, lot and tick conformity, minimum and maximum quantity, reference price present and
-fresh, maximum notional, price collars (percentage and ticks around the reference mid), position limits
-long and short including working orders, open orders and open quantity, and the account's gross and net
-exposure and credit (positions at market plus working orders). An order that reduces a position is not
-held back by position, exposure or credit limits.
+One compiled kernel call per order (core/risk_checks.py) checks, in this order, the first that fails
+naming the denial: trading state (HALTED, REDUCING), restricted list (no trade, reduce only), reduce-only
+orders, lot and tick conformity, minimum and maximum quantity, reference price present and fresh, maximum
+notional, price collars (basis points and ticks around the reference price), position limits long and
+short including working orders, open orders and open quantity, the account's gross and net exposure and
+credit (positions at market plus working orders), the order and message throttles, duplicate orders and
+self-match prevention. An order that reduces a position is not held back by position, exposure or credit
+limits. Then, if configured, the portfolio gate (core/risk_var.py): the book's historical VaR and expected
+shortfall after the order. Breakers and the repeated-execution throttle act on the trading state, not on
+single orders (core/breakers.py).
 
 Configuration: every field of `RiskLimits` is the default of every instrument, and `[risk.instruments.X]`
 overrides them for instrument X; a limit left unset is off. Journals carry their configuration and replay rebuilds it, so a limit added from now on must
