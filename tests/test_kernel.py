@@ -229,3 +229,28 @@ def test_a_breaker_halt_is_the_kill_switch_and_cancels_working_orders():
                                             trade_id="t", last_qty=d("1000"), last_price=d("1.1"), leaves_qty=d("9000")))
     assert [type(e).__name__ for e in step.derived] == ["PositionChanged", "TradingStateChanged", "CancelOrder"]
     assert step.commands[0].reason.startswith("kill switch: repeated executions")
+
+
+def test_the_volatility_breaker_pauses_an_instrument_and_resumes_it_when_calm():
+    from foxhunt.core.risk import PreTradeRisk, RiskLimits
+    from foxhunt.messages.system import InstrumentStateChanged
+    from tests.fakes import INSTRUMENTS
+
+    limits = RiskLimits(max_realized_vol_bps=50, vol_window=4, vol_sample_ms=1000)
+    k = Kernel(INSTRUMENTS, [], PreTradeRisk(limits, INSTRUMENTS))
+    second = 1_000_000_000
+    events = []
+    mids = ["1.1000", "1.1000", "1.1000", "1.1000", "1.1000", "1.1110", "1.0990", "1.1110", "1.0990"]  # ~1% swings
+    for t, mid in enumerate(mids):
+        events += k.handle(t + 1, quote(t * second, f"{float(mid) - 0.0001:.5f}", f"{float(mid) + 0.0001:.5f}")).derived
+    (paused,) = [e for e in events if isinstance(e, InstrumentStateChanged)]
+    assert paused.paused and paused.cause.startswith("volatility breaker: realised_vol_bps=")
+    cmd = SubmitOrder(ts_event=9 * second, ts_init=0, order_id="x", strategy_id="t", symbol="EURUSD", side=Side.BUY,
+                      order_type=OrderType.MARKET, quantity=d("1000"))
+    assert k.gate.check_submit(cmd, k).reason == "VOLATILITY_PAUSE"
+    calm = []
+    for t in range(9, 16):
+        calm += k.handle(t + 10, quote(t * second, "1.09890", "1.09910")).derived
+    (resumed,) = [e for e in calm if isinstance(e, InstrumentStateChanged)]
+    assert not resumed.paused
+    assert k.gate.check_submit(cmd, k) is None

@@ -40,6 +40,7 @@ def cases(draw):
         max_short=draw(maybe(st.integers(0, 100).map(lambda n: n * lot))), max_open_orders=draw(maybe(st.integers(0, 5))),
         max_open_qty=draw(maybe(st.integers(0, 100).map(lambda n: n * lot))),
         ref_max_age=draw(maybe(st.integers(0, 10**10))), restricted=draw(st.sampled_from(list(RESTRICTED))),
+        paused=draw(st.sampled_from([0, 0, 0, 1])),
     )
     account = dict(max_gross=draw(st.sampled_from([float("inf"), 1e3, 1e6, 5e7])),
                    max_net=draw(st.sampled_from([float("inf"), 1e3, 1e6])),
@@ -60,7 +61,7 @@ def cases(draw):
 def run_kernel(limits, account, order, state):
     row = np.array([limits[k] for k in ("lot", "tick", "mult", "min_qty", "max_qty", "max_notional_lt", "collar_bps",
                                         "collar_ticks", "max_long", "max_short", "max_open_orders", "max_open_qty",
-                                        "ref_max_age")] + [limits["restricted"]], dtype=np.int64)
+                                        "ref_max_age")] + [limits["restricted"], limits["paused"]], dtype=np.int64)
     acct = np.array([account["max_gross"], account["max_net"], account["credit"]])
     out = np.zeros(2)
     code = rc.kernels().check_order_nb(
@@ -248,7 +249,7 @@ def test_the_flow_checks_agree_with_their_plain_python_twin(case):
                      limits["msg_window"] * ms, limits["dup_window"] * ms, limits["dup_slots"])
     k, out = rc.kernels(), np.zeros(2)
     row = np.full(rc.LIMIT_FIELDS, UNL, dtype=np.int64)
-    row[rc.L_LOT], row[rc.L_TICK], row[rc.L_MULT], row[rc.L_MIN_QTY], row[rc.L_RESTRICTED] = 1, 1, 1, 0, rc.OPEN
+    row[rc.L_LOT], row[rc.L_TICK], row[rc.L_MULT], row[rc.L_MIN_QTY], row[rc.L_RESTRICTED], row[rc.L_PAUSED] = 1, 1, 1, 0, rc.OPEN, 0
     account = np.full(3, np.inf)
     for action in actions:
         if action[0] == "cancel":

@@ -74,3 +74,31 @@ class Breakers:
     def acknowledged(self) -> None:
         """An operator resumed trading: the equity breakers wait for the next day."""
         self.armed = False
+
+
+class VolatilityBreaker:
+    """Pauses an instrument while the realised volatility of its mid exceeds `max_realized_vol_bps`:
+    the root mean square of the last `vol_window` simple returns between samples taken every
+    `vol_sample_ms` of event time (in basis points per sample interval). The instrument resumes when it
+    falls back under the limit; both are events with the values behind them."""
+
+    def __init__(self, limits: RiskLimits, symbols: list[str]) -> None:
+        self.window = limits.vol_window
+        self.sample_ns = limits.vol_sample_ms * 1_000_000
+        self.returns: dict[str, deque[float]] = {s: deque(maxlen=self.window) for s in symbols}
+        self.last: dict[str, tuple[int, float]] = {}  # symbol -> (next sample time, price at last sample)
+
+    def on_mark(self, symbol: str, price: float, ts: int, limit_bps: int) -> tuple[bool, str] | None:
+        """(paused, cause) when the instrument's state should change at this mark, else None."""
+        last = self.last.get(symbol)
+        if last is not None and ts < last[0]:
+            return None
+        self.last[symbol] = (ts - ts % self.sample_ns + self.sample_ns, price)
+        if last is None or last[1] <= 0:
+            return None
+        window = self.returns[symbol]
+        window.append(price / last[1] - 1.0)
+        if len(window) < self.window:
+            return None
+        vol_bps = (sum(r * r for r in window) / len(window)) ** 0.5 * 10_000
+        return (vol_bps > limit_bps, f"realised_vol_bps={vol_bps:.1f} limit_bps={limit_bps} window={self.window}")

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from foxhunt.core.breakers import Breakers
+from foxhunt.core.breakers import Breakers, VolatilityBreaker
 from foxhunt.core.orders import Order, Orders
 from foxhunt.core.portfolio import Portfolio
 from foxhunt.core.risk import PreTradeRisk
@@ -39,6 +39,7 @@ from foxhunt.messages.system import (
     AdminCommand,
     CommandRejected,
     FeedGap,
+    InstrumentStateChanged,
     JournalDegraded,
     JournalRecovered,
     MarketDataFlagged,
@@ -77,6 +78,8 @@ class Kernel:
         self.strategies = strategies
         self.gate = gate
         self.breakers = Breakers(gate.limits)
+        self.volatility = VolatilityBreaker(gate.limits, sorted(instruments))
+        self.paused: set[str] = set()
         self.orders = Orders()
         self.portfolio = Portfolio()
         self._follow_limits()
@@ -180,6 +183,8 @@ class Kernel:
             self._check_equity(q)
         if self._book_var is not None:
             self._book_var.on_mark(q.symbol, (q.bid + q.ask) / 2e9, q.ts_event)
+        if self._watch_volatility:
+            self._check_volatility(q.symbol, (q.bid + q.ask) / 2e9, q)
         for on_quote, ctx in self._quote_handlers:
             on_quote(q, ctx)
 
@@ -191,6 +196,8 @@ class Kernel:
             self._check_equity(bar)
         if self._book_var is not None:
             self._book_var.on_mark(bar.symbol, bar.close / 1e9, bar.ts_event)
+        if self._watch_volatility:
+            self._check_volatility(bar.symbol, bar.close / 1e9, bar)
         for s in self.strategies:
             s.on_bar(bar, self.contexts[s.strategy_id])
 
@@ -238,6 +245,23 @@ class Kernel:
         self.portfolio.set_track_gross(limits.max_gross_exposure is not None or limits.credit_limit is not None)
         self._watch_equity = self.breakers.on_equity
         self._book_var = self.gate.book_var
+        self._watch_volatility = any(self.gate.vol_limit(symbol) is not None for symbol in self.instruments)
+
+    def _check_volatility(self, symbol: str, price: float, msg: Input) -> None:
+        limit = self.gate.vol_limit(symbol)
+        change = None if limit is None else self.volatility.on_mark(symbol, price, msg.ts_event, limit)
+        if change is None or change[0] == (symbol in self.paused):
+            return
+        paused, cause = change
+        if paused:
+            self.paused.add(symbol)
+        else:
+            self.paused.discard(symbol)
+        self.gate.set_paused(symbol, paused)
+        self._derived.append(
+            InstrumentStateChanged(ts_event=msg.ts_event, ts_init=msg.ts_init, symbol=symbol, paused=paused,
+                                   cause=f"volatility breaker: {cause}")
+        )
 
     def _check_equity(self, msg: Input) -> None:
         cause = self.breakers.check_equity(msg.ts_event, self.portfolio.equity, self.portfolio.peak_equity)

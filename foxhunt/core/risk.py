@@ -9,7 +9,7 @@ credit (positions at market plus working orders), the order and message throttle
 self-match prevention. An order that reduces a position is not held back by position, exposure or credit
 limits. Then, if configured, the portfolio gate (core/risk_var.py): the book's historical VaR and expected
 shortfall after the order. Breakers and the repeated-execution throttle act on the trading state, not on
-single orders (core/breakers.py).
+single orders, and the volatility breaker pauses single instruments (core/breakers.py).
 
 Configuration: every field of `RiskLimits` is the default of every instrument, and `[risk.instruments.X]`
 overrides them for instrument X; a limit left unset is off. Journals carry their configuration and replay rebuilds it, so a limit added from now on must
@@ -56,6 +56,7 @@ class InstrumentRisk(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     max_open_qty: Decimal | None = None
     reference_max_age_ms: int | None = None  # older reference data denies (market orders and collars)
     restricted: Literal["open", "no_trade", "reduce_only"] | None = None
+    max_realized_vol_bps: int | None = None  # volatility breaker: pause the instrument above this
 
 
 class RiskLimits(InstrumentRisk, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -82,6 +83,8 @@ class RiskLimits(InstrumentRisk, frozen=True, kw_only=True, forbid_unknown_field
     max_daily_loss: Decimal | None = None  # breaker, money: equity down this much since the UTC day began
     max_drawdown: Decimal | None = None  # breaker, money: equity down this much from its peak
     breaker_action: Literal["reduce", "halt"] = "halt"
+    vol_window: int = 30  # volatility breaker: sampled mid returns in the rolling window ...
+    vol_sample_ms: int = 1000  # ... sampled on this clock (event time)
     max_repeated_executions: int | None = None  # this many fills, one symbol and side, inside the window halt
     repeated_execution_window_ms: int = 1000
     instruments: dict[str, InstrumentRisk] = {}
@@ -135,6 +138,7 @@ def limit_row(defaults: RiskLimits, inst: Instrument) -> np.ndarray:
     row[rc.L_MAX_OPEN_QTY] = _limit_or_off(pick("max_open_qty"))
     row[rc.L_REF_MAX_AGE] = _limit_or_off(pick("reference_max_age_ms"), lambda ms: ms * 1_000_000)
     row[rc.L_RESTRICTED] = _RESTRICTED[pick("restricted")]
+    row[rc.L_PAUSED] = 0
     return row
 
 
@@ -162,7 +166,10 @@ class PreTradeRisk:
         if unknown:
             raise ValueError(f"risk limits for instruments that are not configured: {', '.join(unknown)}")
         self.limits = limits
+        paused = {s for s, row in getattr(self, "rows", {}).items() if row[rc.L_PAUSED]}
         self.rows = {symbol: limit_row(limits, inst) for symbol, inst in self.instruments.items()}
+        for symbol in paused:  # a pause belongs to the breaker, not to the limits: it outlives a change
+            self.rows[symbol][rc.L_PAUSED] = 1
         off = float("inf")
         self.account = np.array(
             [off if v is None else float(v) for v in
@@ -179,6 +186,15 @@ class PreTradeRisk:
             self.book_var = BookVar(
                 sorted(self.instruments), limits.var_window, limits.var_sample_ms * 1_000_000, limits.var_confidence
             )
+
+    def vol_limit(self, symbol: str) -> int | None:
+        override = self.limits.instruments.get(symbol)
+        if override is not None and override.max_realized_vol_bps is not None:
+            return override.max_realized_vol_bps
+        return self.limits.max_realized_vol_bps
+
+    def set_paused(self, symbol: str, paused: bool) -> None:
+        self.rows[symbol][rc.L_PAUSED] = int(paused)
 
     def set_limit(self, name: str, text: str) -> tuple[str, str]:
         """Change one limit by its path in [risk] (`collar_bps`, `instruments.EURUSD.max_order_qty`);

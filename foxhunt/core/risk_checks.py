@@ -48,6 +48,7 @@ REASONS = {
     23: "MESSAGE_THROTTLE",
     24: "DUPLICATE_ORDER",
     25: "SELF_MATCH",
+    26: "VOLATILITY_PAUSE",
 }
 CODES = {name: code for code, name in REASONS.items()}
 
@@ -56,8 +57,8 @@ UNLIMITED = np.iinfo(np.int64).max  # an integer limit that is off
 # The instrument's limit row (int64).
 L_LOT, L_TICK, L_MULT, L_MIN_QTY, L_MAX_QTY, L_MAX_NOTIONAL_LT = 0, 1, 2, 3, 4, 5
 L_COLLAR_BPS, L_COLLAR_TICKS, L_MAX_LONG, L_MAX_SHORT, L_MAX_OPEN_ORDERS, L_MAX_OPEN_QTY = 6, 7, 8, 9, 10, 11
-L_REF_MAX_AGE, L_RESTRICTED = 12, 13
-LIMIT_FIELDS = 14
+L_REF_MAX_AGE, L_RESTRICTED, L_PAUSED = 12, 13, 14  # L_PAUSED: set by the volatility breaker, not by config
+LIMIT_FIELDS = 15
 # The account's flow state (int64): rings of recent order times, message times, and (key, time) of recent
 # orders for the duplicate check, with their limits. A ring holds as many entries as its limit allows.
 F_ORDER_LIMIT, F_ORDER_WINDOW, F_ORDER_HEAD = 0, 1, 2
@@ -93,6 +94,8 @@ def check_order_nb(
         return 1
     if lim[L_RESTRICTED] == NO_TRADE:
         return 2
+    if lim[L_PAUSED] != 0:
+        return 26
     if lim[L_RESTRICTED] == REDUCE_ONLY_LIST and not reduces:
         return 3
     if state == REDUCING and not reduces:
@@ -247,6 +250,7 @@ def check_order_py(limits: dict, account: dict, order: dict, state: dict) -> tup
     rules = [
         ("TRADING_HALTED", lambda: state["trading"] == "HALTED", ()),
         ("RESTRICTED", lambda: limits["restricted"] == "no_trade", ()),
+        ("VOLATILITY_PAUSE", lambda: limits.get("paused", 0) != 0, ()),
         ("RESTRICTED_REDUCE_ONLY", lambda: limits["restricted"] == "reduce_only" and not reduces, ()),
         ("TRADING_REDUCING", lambda: state["trading"] == "REDUCING" and not reduces, ()),
         ("REDUCE_ONLY", lambda: order["reduce_only"] and not reduces, ()),

@@ -31,6 +31,7 @@ from foxhunt.messages.system import (
     MarketDataFlagged,
     RiskLimitChanged,
     CommandRejected,
+    InstrumentStateChanged,
     PositionChanged,
     RunStarted,
     RunStopped,
@@ -71,6 +72,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     PositionChanged,
     RiskLimitChanged,
     CommandRejected,
+    InstrumentStateChanged,
 )
 AnyMessage = Union[MESSAGE_TYPES]  # noqa: UP007 - a runtime union of the tuple above
 INPUT_KINDS = frozenset(t.__name__ for t in MESSAGE_TYPES if issubclass(t, Input))

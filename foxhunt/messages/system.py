@@ -79,6 +79,14 @@ class TradingStateChanged(Derived, frozen=True, kw_only=True):
     cause: str
 
 
+class InstrumentStateChanged(Derived, frozen=True, kw_only=True):
+    """An instrument paused (no new orders) or resumed by a breaker, with the values behind it."""
+
+    symbol: str
+    paused: bool
+    cause: str
+
+
 class RiskLimitChanged(Derived, frozen=True, kw_only=True):
     """An operator changed a risk limit; `name` is its path in `[risk]` (e.g. instruments.EURUSD.collar_bps)."""
 
