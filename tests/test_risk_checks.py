@@ -260,3 +260,21 @@ def test_the_flow_checks_agree_with_their_plain_python_twin(case):
         code = k.check_order_nb(row, account, side, 1, price or 0, price is not None, 0, 100, 0, 0, 0, 0, 0,
                                 rc.ACTIVE, 0.0, 0.0, 0.0, flow, now * ms, key, own_bid, own_ask, out)
         assert rc.REASONS.get(code, "OK") == twin.check(side, price, now * ms, key, own_bid, own_ask), action
+
+
+def test_the_kelly_cap_sizes_orders_that_carry_an_edge_estimate():
+    k = fresh(kelly_capital=Decimal(1_000_000), kelly_multiplier=0.5, kelly_max_leverage=1.0)
+
+    def order(qty: str, p: float | None, b: float | None = 1.0) -> str:
+        cmd = SubmitOrder(ts_event=1_000, ts_init=0, order_id=f"k{qty}{p}", strategy_id="t", symbol="EURUSD",
+                          side=Side.BUY, order_type=OrderType.LIMIT, quantity=d(qty), price=d("1.10000"),
+                          edge_win_prob=p, edge_payoff=b)
+        denial = k.gate.check_submit(cmd, k)
+        return "OK" if denial is None else f"{denial.reason}: {denial.detail}"
+
+    # p=0.6 on an even bet: f* = 0.2, half of it 0.1: 100,000 of capital, so 90,000 units at 1.1 = 99,000
+    assert order("90000", 0.6) == "OK"
+    assert order("91000", 0.6) == "KELLY_SIZE: notional=100100.00 limit=100000.00 kelly_fraction=0.1000"
+    assert order("1000", 0.4).startswith("KELLY_SIZE")  # no edge: Kelly stakes nothing
+    assert order("1000", 1.5) == "KELLY_EDGE_INVALID: win_prob=1.5 payoff=1.0"
+    assert order("900000", None) == "OK"  # no estimate: not Kelly-sized

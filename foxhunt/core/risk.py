@@ -23,6 +23,7 @@ A denial is a value (`Denial`), never an exception; the kernel turns it into an 
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
@@ -80,6 +81,9 @@ class RiskLimits(InstrumentRisk, frozen=True, kw_only=True, forbid_unknown_field
     var_confidence: float = 0.99
     var_window: int = 250  # return scenarios per instrument
     var_sample_ms: int = 60_000  # marks are sampled on this clock (event time) into returns
+    kelly_capital: Decimal | None = None  # Kelly cap: an order with an edge estimate may risk at most
+    kelly_multiplier: float = 0.5  # this fraction of the full Kelly stake of kelly_capital ...
+    kelly_max_leverage: float = 1.0  # ... and never more than this times kelly_capital
     max_daily_loss: Decimal | None = None  # breaker, money: equity down this much since the UTC day began
     max_drawdown: Decimal | None = None  # breaker, money: equity down this much from its peak
     breaker_action: Literal["reduce", "halt"] = "halt"
@@ -180,6 +184,7 @@ class PreTradeRisk:
             self.flow = flow
         self.self_match = limits.self_match_prevention
         self.duplicates = limits.duplicate_window_ms is not None
+        self.kelly_capital = None if limits.kelly_capital is None else float(limits.kelly_capital)
         self.max_var = None if limits.max_var is None else float(limits.max_var)
         self.max_es = None if limits.max_expected_shortfall is None else float(limits.max_expected_shortfall)
         if (self.max_var is not None or self.max_es is not None) and self.book_var is None:
@@ -219,7 +224,25 @@ class PreTradeRisk:
 
     def check_submit(self, cmd: SubmitOrder, kernel: Kernel) -> Denial | None:
         key = self._duplicate_key(cmd) if self.duplicates else 0
-        return self._check(cmd.symbol, cmd.side, cmd.quantity, cmd.price, cmd.reduce_only, kernel, 0, 0, 0, key)
+        denial = self._check(cmd.symbol, cmd.side, cmd.quantity, cmd.price, cmd.reduce_only, kernel, 0, 0, 0, key)
+        if denial is None and self.kelly_capital is not None and cmd.edge_win_prob is not None:
+            return self._check_kelly(cmd, kernel)
+        return denial
+
+    def _check_kelly(self, cmd: SubmitOrder, kernel: Kernel) -> Denial | None:
+        """Fractional Kelly (Kelly 1956): stake at most kelly_multiplier times f* = p - (1 - p) / b of the
+        capital, capped at kelly_max_leverage; an edge that makes no sense is a denial, not an error."""
+        p, b = cmd.edge_win_prob, cmd.edge_payoff
+        if not (p is not None and b is not None and 0.0 <= p <= 1.0 and b > 0.0 and math.isfinite(b)):
+            return Denial("KELLY_EDGE_INVALID", f"win_prob={p} payoff={b}")
+        fraction = max(p - (1.0 - p) / b, 0.0) * self.limits.kelly_multiplier
+        allowed = min(fraction, self.limits.kelly_max_leverage) * self.kelly_capital
+        ref, _ = reference_price(kernel.market.get(cmd.symbol), kernel.ts_event)
+        price = cmd.price if cmd.price is not None else ref
+        notional = (cmd.quantity / SCALE) * (price / SCALE) * self.instruments[cmd.symbol].multiplier
+        if notional > allowed:
+            return Denial("KELLY_SIZE", f"notional={notional:.2f} limit={allowed:.2f} kelly_fraction={fraction:.4f}")
+        return None
 
     def _duplicate_key(self, cmd: SubmitOrder) -> int:
         """What makes two orders the same, hashed from integers only: str hashes are salted per process,

@@ -77,8 +77,10 @@ class StrategyContext:
         trigger_price: int | None = None,
         time_in_force: TimeInForce = TimeInForce.GTC,
         reduce_only: bool = False,
+        edge: tuple[float, float] | None = None,
     ) -> str:
-        """Ask for a new order; returns its id. The gate may still deny it (see on_order_event)."""
+        """Ask for a new order; returns its id. The gate may still deny it (see on_order_event). `edge` is
+        the strategy's estimate (win probability, payoff per unit risked), for the Kelly cap."""
         k = self._kernel
         order_id = k.next_order_id(self.strategy_id)
         k.requests.append(
@@ -95,6 +97,8 @@ class StrategyContext:
                 trigger_price=trigger_price,
                 time_in_force=time_in_force,
                 reduce_only=reduce_only,
+                edge_win_prob=None if edge is None else edge[0],
+                edge_payoff=None if edge is None else edge[1],
             )
         )
         return order_id

@@ -46,6 +46,10 @@ class SubmitOrder(Derived, frozen=True, kw_only=True):
     trigger_price: int | None = None
     time_in_force: TimeInForce = TimeInForce.GTC
     reduce_only: bool = False
+    # The strategy's estimate of its edge, for Kelly sizing: probability of a win, and the win per unit
+    # risked (a loss is one unit). None: no estimate, the Kelly cap does not apply.
+    edge_win_prob: float | None = None
+    edge_payoff: float | None = None
 
 
 class CancelOrder(Derived, frozen=True, kw_only=True):
