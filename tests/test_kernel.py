@@ -18,6 +18,7 @@ from foxhunt.messages.orders import (
     Side,
     SubmitOrder,
 )
+from foxhunt.messages.market import QuoteTick
 from foxhunt.messages.system import AdminCommand, MarketDataFlagged, PositionChanged, TradingState, TradingStateChanged
 from tests.fakes import kernel, quote
 
@@ -254,3 +255,37 @@ def test_the_volatility_breaker_pauses_an_instrument_and_resumes_it_when_calm():
     (resumed,) = [e for e in calm if isinstance(e, InstrumentStateChanged)]
     assert not resumed.paused
     assert k.gate.check_submit(cmd, k) is None
+
+
+def test_market_wide_halts_by_level_and_resume_by_themselves_only_below_level_three():
+    from foxhunt.core.risk import PreTradeRisk, RiskLimits
+    from foxhunt.messages.market import Instrument
+
+    instruments = {"SPX": Instrument(symbol="SPX", tick_size=d("0.01"), lot_size=d("1"), currency="USD")}
+    k = Kernel(instruments, [], PreTradeRisk(RiskLimits(market_index="SPX", market_halt_minutes=15), instruments))
+    minute = 60_000_000_000
+
+    def at(t: int, mid: str) -> list:
+        m = d(mid)
+        return list(k.handle(t + 1, QuoteTick(ts_event=t * minute, ts_init=t * minute, symbol="SPX",
+                                              bid=m - d("0.01"), ask=m + d("0.01"))).derived)
+
+    assert at(0, "5000") == []
+    (halt,) = at(1, "4650")  # down 7%
+    assert halt.state is TradingState.HALTED and halt.cause.startswith("market-wide halt level 1: SPX down 7.00%")
+    assert at(10, "4640") == []  # still halted, level 1 trips once a day
+    (resumed,) = at(16, "4640")
+    assert resumed.state is TradingState.ACTIVE and resumed.cause == "market-wide halt ended"
+    (level3,) = [e for e in at(20, "3990") if isinstance(e, TradingStateChanged)]  # down 20.2%: level 3
+    assert level3.cause.startswith("market-wide halt level 3")
+    assert at(200, "4000") == [] and k.state is TradingState.HALTED  # only an operator resumes
+
+
+def test_a_market_index_that_is_not_an_instrument_is_a_config_error():
+    from foxhunt import config
+    from foxhunt.errors import ConfigError
+    from foxhunt.runtime.replay import build_kernel
+
+    trading = config.load(None, env={"FOXHUNT_RISK__MARKET_INDEX": "SPX"}).trading()
+    with pytest.raises(ConfigError, match=r"\[risk\]: market_index 'SPX' is not a configured instrument"):
+        build_kernel(trading)

@@ -102,3 +102,45 @@ class VolatilityBreaker:
             return None
         vol_bps = (sum(r * r for r in window) / len(window)) ** 0.5 * 10_000
         return (vol_bps > limit_bps, f"realised_vol_bps={vol_bps:.1f} limit_bps={limit_bps} window={self.window}")
+
+
+class MarketWideBreaker:
+    """Halts all trading on a decline of the reference index, in the style of the US market-wide circuit
+    breakers (SEC-approved NYSE Rule 7.12 / FINRA Rule 6121, levels of 7%, 13% and 20%): the first two
+    levels halt trading for `market_halt_minutes` of event time, then it resumes by itself; the third
+    halts it for the rest of the UTC day, and only an operator resumes. Each level trips once a day.
+    The reference is the index's first mark of the UTC day, standing in for the previous close; the
+    US rule's time-of-day exceptions are not applied (foxhunt's markets trade around the clock)."""
+
+    def __init__(self, limits: RiskLimits) -> None:
+        self.configure(limits)
+        self.day = -1
+        self.reference = 0.0
+        self.tripped = 0  # levels tripped today
+        self.resume_at: int | None = None  # end of a timed halt, event time
+
+    def configure(self, limits: RiskLimits) -> None:
+        self.symbol = limits.market_index
+        self.levels = limits.market_halt_levels_pct
+        self.halt_ns = limits.market_halt_minutes * 60 * 1_000_000_000
+
+    def on_mark(self, symbol: str, price: float, ts: int) -> tuple[int | None, str] | None:
+        """(halt until ts, or None for the rest of the day; cause) when a level trips at this mark."""
+        if symbol != self.symbol:
+            return None
+        day = ts // DAY_NS
+        if day != self.day:
+            self.day, self.reference, self.tripped = day, price, 0
+        if self.reference <= 0:
+            return None
+        decline = (self.reference - price) / self.reference * 100
+        level = sum(1 for threshold in self.levels if decline >= threshold)
+        if level <= self.tripped:
+            return None
+        self.tripped = level
+        cause = f"market-wide halt level {level}: {symbol} down {decline:.2f}% from {self.reference:g}"
+        if level == 3:
+            self.resume_at = None
+            return None, cause
+        self.resume_at = ts + self.halt_ns
+        return self.resume_at, cause

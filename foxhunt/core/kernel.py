@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from foxhunt.core.breakers import Breakers, VolatilityBreaker
+from foxhunt.core.breakers import Breakers, MarketWideBreaker, VolatilityBreaker
 from foxhunt.core.orders import Order, Orders
 from foxhunt.core.portfolio import Portfolio
 from foxhunt.core.risk import PreTradeRisk
@@ -79,6 +79,8 @@ class Kernel:
         self.gate = gate
         self.breakers = Breakers(gate.limits)
         self.volatility = VolatilityBreaker(gate.limits, sorted(instruments))
+        self.market_wide = MarketWideBreaker(gate.limits)
+        self.state_before_market_halt: TradingState | None = None
         self.paused: set[str] = set()
         self.orders = Orders()
         self.portfolio = Portfolio()
@@ -185,6 +187,8 @@ class Kernel:
             self._book_var.on_mark(q.symbol, (q.bid + q.ask) / 2e9, q.ts_event)
         if self._watch_volatility:
             self._check_volatility(q.symbol, (q.bid + q.ask) / 2e9, q)
+        if self._watch_market:
+            self._check_market(q.symbol, (q.bid + q.ask) / 2e9, q)
         for on_quote, ctx in self._quote_handlers:
             on_quote(q, ctx)
 
@@ -198,6 +202,8 @@ class Kernel:
             self._book_var.on_mark(bar.symbol, bar.close / 1e9, bar.ts_event)
         if self._watch_volatility:
             self._check_volatility(bar.symbol, bar.close / 1e9, bar)
+        if self._watch_market:
+            self._check_market(bar.symbol, bar.close / 1e9, bar)
         for s in self.strategies:
             s.on_bar(bar, self.contexts[s.strategy_id])
 
@@ -242,10 +248,29 @@ class Kernel:
     def _follow_limits(self) -> None:
         """What the quote path must do depends on which limits are on; decided here, once per change."""
         limits = self.gate.limits
+        self.market_wide.configure(limits)
         self.portfolio.set_track_gross(limits.max_gross_exposure is not None or limits.credit_limit is not None)
         self._watch_equity = self.breakers.on_equity
         self._book_var = self.gate.book_var
         self._watch_volatility = any(self.gate.vol_limit(symbol) is not None for symbol in self.instruments)
+        self._watch_market = limits.market_index is not None
+
+    def _check_market(self, symbol: str, price: float, msg: Input) -> None:
+        breaker = self.market_wide
+        if breaker.resume_at is not None and msg.ts_event >= breaker.resume_at:
+            breaker.resume_at = None
+            if self.state_before_market_halt is not None and self.state is TradingState.HALTED:
+                previous, self.state_before_market_halt = self.state_before_market_halt, None
+                self._change_state(previous, msg, "market-wide halt ended")
+        tripped = breaker.on_mark(symbol, price, msg.ts_event)
+        if tripped is None:
+            return
+        until, cause = tripped
+        if self.state is not TradingState.HALTED:
+            self.state_before_market_halt = self.state if until is not None else None
+            self._tighten(TradingState.HALTED, msg, cause)
+        elif until is None:
+            self.state_before_market_halt = None  # level 3: no automatic resumption
 
     def _check_volatility(self, symbol: str, price: float, msg: Input) -> None:
         limit = self.gate.vol_limit(symbol)

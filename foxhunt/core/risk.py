@@ -9,7 +9,9 @@ credit (positions at market plus working orders), the order and message throttle
 self-match prevention. An order that reduces a position is not held back by position, exposure or credit
 limits. Then, if configured, the portfolio gate (core/risk_var.py): the book's historical VaR and expected
 shortfall after the order. Breakers and the repeated-execution throttle act on the trading state, not on
-single orders, and the volatility breaker pauses single instruments (core/breakers.py).
+single orders, the volatility breaker pauses single instruments, and the market-wide breaker halts
+everything on a reference index's decline (core/breakers.py). Orders that carry the strategy's edge
+estimate are also capped by fractional Kelly sizing.
 
 Configuration: every field of `RiskLimits` is the default of every instrument, and `[risk.instruments.X]`
 overrides them for instrument X; a limit left unset is off. Journals carry their configuration and replay rebuilds it, so a limit added from now on must
@@ -87,6 +89,9 @@ class RiskLimits(InstrumentRisk, frozen=True, kw_only=True, forbid_unknown_field
     max_daily_loss: Decimal | None = None  # breaker, money: equity down this much since the UTC day began
     max_drawdown: Decimal | None = None  # breaker, money: equity down this much from its peak
     breaker_action: Literal["reduce", "halt"] = "halt"
+    market_index: str | None = None  # market-wide halt: the instrument whose decline halts all trading
+    market_halt_levels_pct: tuple[float, float, float] = (7.0, 13.0, 20.0)  # declines halting 15 min, 15 min, the day
+    market_halt_minutes: int = 15
     vol_window: int = 30  # volatility breaker: sampled mid returns in the rolling window ...
     vol_sample_ms: int = 1000  # ... sampled on this clock (event time)
     max_repeated_executions: int | None = None  # this many fills, one symbol and side, inside the window halt
@@ -100,6 +105,9 @@ class RiskLimits(InstrumentRisk, frozen=True, kw_only=True, forbid_unknown_field
                 raise ValueError(f"{name} must be between 0 and 100000, got {value}")
         if self.order_window_ms <= 0:
             raise ValueError(f"order_window_ms must be positive, got {self.order_window_ms}")
+        levels = self.market_halt_levels_pct
+        if len(levels) != 3 or not 0 < levels[0] < levels[1] < levels[2] < 100:
+            raise ValueError(f"market_halt_levels_pct needs three rising percentages under 100, got {levels}")
         if not 0 < self.var_confidence < 1 or self.var_window < 2 or self.var_sample_ms <= 0:
             raise ValueError("needs 0 < var_confidence < 1, var_window >= 2 and var_sample_ms > 0")
 
@@ -169,6 +177,8 @@ class PreTradeRisk:
         unknown = sorted(set(limits.instruments) - set(self.instruments))
         if unknown:
             raise ValueError(f"risk limits for instruments that are not configured: {', '.join(unknown)}")
+        if limits.market_index is not None and limits.market_index not in self.instruments:
+            raise ValueError(f"market_index {limits.market_index!r} is not a configured instrument")
         self.limits = limits
         paused = {s for s, row in getattr(self, "rows", {}).items() if row[rc.L_PAUSED]}
         self.rows = {symbol: limit_row(limits, inst) for symbol, inst in self.instruments.items()}

@@ -21,7 +21,7 @@ from foxhunt.config import TradingConfig, trading_from_json
 from foxhunt.core.kernel import Kernel
 from foxhunt.core.risk import PreTradeRisk
 from foxhunt.core.strategies import build_strategy
-from foxhunt.errors import JournalMismatch, VerificationFailed
+from foxhunt.errors import ConfigError, JournalMismatch, VerificationFailed
 from foxhunt.messages import codec
 from foxhunt.messages.system import RunStarted, VenueConnected, VenueDisconnected
 from foxhunt.ports import JournalStore, Record
@@ -36,7 +36,11 @@ FROM_VENUE = frozenset(
 
 def build_kernel(trading: TradingConfig) -> Kernel:
     instruments = trading.build_instruments()
-    return Kernel(instruments, [build_strategy(trading.strategy)], PreTradeRisk(trading.risk, instruments))
+    try:
+        gate = PreTradeRisk(trading.risk, instruments)
+    except ValueError as e:
+        raise ConfigError(f"[risk]: {e}") from e
+    return Kernel(instruments, [build_strategy(trading.strategy)], gate)
 
 
 async def recorded_config(store: JournalStore, name: str) -> RunStarted:
