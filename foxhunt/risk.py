@@ -24,7 +24,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from foxhunt.core.risk_math import kernels
+from foxhunt.core.risk_math import kernels, luld_band
 from foxhunt.errors import FoxhuntError
 
 
@@ -157,17 +157,9 @@ def kelly_size(full_kelly: float, fraction: float = 0.5, max_leverage: float = 1
 
 # --- price bands ------------------------------------------------------------------------------------
 
-# Limit up-limit down percentage parameters by tier and reference price (LULD Plan, Appendix A):
-# Tier 1 (S&P 500, Russell 1000, selected ETPs) and Tier 2 (other NMS stocks) above $3.00: 5% and 10%;
-# $0.75 to $3.00: 20%; below $0.75: the lesser of $0.15 and 75%. The percentages double in the first
-# 15 minutes of regular trading (9:30-9:45) and the last 25 (15:35-16:00), Eastern time.
-_OPEN_DOUBLED_UNTIL = 9 * 60 + 45
-_CLOSE_DOUBLED_FROM = 15 * 60 + 35
-
-
 def price_band(reference: float, tier: int, minute_of_day: int) -> tuple[float, float]:
     """(lower, upper) limit prices around `reference` for a tier (1 or 2) at a minute of the trading
-    day (minutes since midnight, exchange time)."""
+    day (minutes since midnight, exchange time); the rules are in core/risk_math.luld_band."""
     _finite(reference=reference)
     if reference <= 0:
         raise RiskInputError(f"reference price must be positive, got {reference}")
@@ -175,15 +167,7 @@ def price_band(reference: float, tier: int, minute_of_day: int) -> tuple[float, 
         raise RiskInputError(f"tier must be 1 or 2, got {tier}")
     if not 0 <= minute_of_day < 24 * 60:
         raise RiskInputError(f"minute_of_day must be in [0, 1440), got {minute_of_day}")
-    if reference > 3.0:
-        width = reference * (0.05 if tier == 1 else 0.10)
-    elif reference >= 0.75:
-        width = reference * 0.20
-    else:
-        width = min(0.15, reference * 0.75)
-    if minute_of_day < _OPEN_DOUBLED_UNTIL or minute_of_day >= _CLOSE_DOUBLED_FROM:
-        width *= 2
-    return max(reference - width, 0.0), reference + width
+    return luld_band(reference, tier, minute_of_day)
 
 
 # --- checks ---------------------------------------------------------------------------------------

@@ -289,3 +289,37 @@ def test_a_market_index_that_is_not_an_instrument_is_a_config_error():
     trading = config.load(None, env={"FOXHUNT_RISK__MARKET_INDEX": "SPX"}).trading()
     with pytest.raises(ConfigError, match=r"\[risk\]: market_index 'SPX' is not a configured instrument"):
         build_kernel(trading)
+
+
+def test_price_bands_deny_orders_outside_and_pause_an_instrument_that_stays_outside():
+    from foxhunt.core.risk import PreTradeRisk, RiskLimits
+    from foxhunt.messages.market import Instrument
+
+    instruments = {"ACME": Instrument(symbol="ACME", tick_size=d("0.01"), lot_size=d("1"), currency="USD")}
+    limits = RiskLimits(band_tier=1, band_pause_seconds=15, band_pause_minutes=5, band_utc_offset_minutes=0,
+                        collar_bps=None)
+    k = Kernel(instruments, [], PreTradeRisk(limits, instruments))
+    noon = 12 * 3_600_000_000_000
+    second = 1_000_000_000
+
+    def at(t: int, mid: str) -> list:
+        m = d(mid)
+        return [e for e in k.handle(t + 1, QuoteTick(ts_event=noon + t * second, ts_init=0, symbol="ACME",
+                                                       bid=m - d("0.01"), ask=m + d("0.01"))).derived]
+
+    def order(price: str) -> str:
+        cmd = SubmitOrder(ts_event=k.ts_event, ts_init=0, order_id=f"o{price}{k.seq}", strategy_id="t", symbol="ACME",
+                          side=Side.BUY, order_type=OrderType.LIMIT, quantity=d("1"), price=d(price))
+        denial = k.gate.check_submit(cmd, k)
+        return "OK" if denial is None else f"{denial.reason}: {denial.detail}"
+
+    for t in range(10):
+        at(t, "100.00")
+    assert order("105.00") == "OK"  # the 5% band of tier 1 at midday: 95-105
+    assert order("105.01") == "PRICE_OUTSIDE_BAND: price=105.01 band=95-105"
+    assert at(10, "110.00") == [] and at(20, "110.00") == []  # outside for 10 s: a limit state, no pause
+    (paused,) = at(25, "110.00")  # 15 s outside (the rolling reference has only risen to ~102)
+    assert paused.paused and paused.cause.startswith("price band: 110 outside")
+    assert order("100.00").startswith("PRICE_BAND_PAUSE")
+    (resumed,) = at(25 + 300, "100.00")
+    assert not resumed.paused and order("100.00") == "OK"

@@ -40,7 +40,7 @@ def cases(draw):
         max_short=draw(maybe(st.integers(0, 100).map(lambda n: n * lot))), max_open_orders=draw(maybe(st.integers(0, 5))),
         max_open_qty=draw(maybe(st.integers(0, 100).map(lambda n: n * lot))),
         ref_max_age=draw(maybe(st.integers(0, 10**10))), restricted=draw(st.sampled_from(list(RESTRICTED))),
-        paused=draw(st.sampled_from([0, 0, 0, 1])),
+        paused=draw(st.sampled_from([0, 0, 0, 26, 27])),
     )
     account = dict(max_gross=draw(st.sampled_from([float("inf"), 1e3, 1e6, 5e7])),
                    max_net=draw(st.sampled_from([float("inf"), 1e3, 1e6])),

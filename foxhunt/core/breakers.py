@@ -17,6 +17,7 @@ from collections import deque
 
 from foxhunt.core.fixed import nanos
 from foxhunt.core.risk import RiskLimits
+from foxhunt.core.risk_math import luld_band
 from foxhunt.messages.base import format_fixed
 from foxhunt.messages.orders import Side
 from foxhunt.messages.system import TradingState
@@ -144,3 +145,52 @@ class MarketWideBreaker:
             return None, cause
         self.resume_at = ts + self.halt_ns
         return self.resume_at, cause
+
+
+class PriceBandBreaker:
+    """Price bands in the style of limit up-limit down (LULD Plan): per instrument, a band around the
+    mean mid of the last `band_reference_minutes` (core/risk_math.luld_band: by tier, wider near the open
+    and close of exchange time, a fixed UTC offset so that replay can never differ); orders priced outside
+    it are denied, and a mid that stays outside it for `band_pause_seconds` pauses the instrument for
+    `band_pause_minutes`."""
+
+    def __init__(self, limits: RiskLimits) -> None:
+        self.configure(limits)
+        self.window: dict[str, deque[tuple[int, float]]] = {}
+        self.sums: dict[str, float] = {}
+        self.outside_since: dict[str, int] = {}
+        self.paused_until: dict[str, int] = {}
+
+    def configure(self, limits: RiskLimits) -> None:
+        self.reference_ns = limits.band_reference_minutes * 60_000_000_000
+        self.pause_after_ns = limits.band_pause_seconds * 1_000_000_000
+        self.pause_ns = limits.band_pause_minutes * 60_000_000_000
+        self.offset_minutes = limits.band_utc_offset_minutes
+
+    def on_mark(self, symbol: str, tier: int, price: float, ts: int):
+        """((lower, upper) in price units, change) where change is None or (paused, cause)."""
+        window = self.window.setdefault(symbol, deque())
+        window.append((ts, price))
+        total = self.sums.get(symbol, 0.0) + price
+        while ts - window[0][0] > self.reference_ns:
+            total -= window.popleft()[1]
+        self.sums[symbol] = total
+        reference = total / len(window)
+        minute = (ts // 60_000_000_000 + self.offset_minutes) % 1440
+        lower, upper = luld_band(reference, tier, minute)
+        until = self.paused_until.get(symbol)
+        if until is not None:
+            if ts < until:
+                return (lower, upper), None
+            del self.paused_until[symbol]
+            self.outside_since.pop(symbol, None)
+            return (lower, upper), (False, "price band pause ended")
+        if lower <= price <= upper:
+            self.outside_since.pop(symbol, None)
+            return (lower, upper), None
+        since = self.outside_since.setdefault(symbol, ts)
+        if ts - since < self.pause_after_ns:
+            return (lower, upper), None
+        self.paused_until[symbol] = ts + self.pause_ns
+        return (lower, upper), (True, f"price band: {price:g} outside {lower:g}-{upper:g} for "
+                                      f"{(ts - since) // 1_000_000_000} s")

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from foxhunt.core.breakers import Breakers, MarketWideBreaker, VolatilityBreaker
+from foxhunt.core.breakers import Breakers, MarketWideBreaker, PriceBandBreaker, VolatilityBreaker
 from foxhunt.core.orders import Order, Orders
 from foxhunt.core.portfolio import Portfolio
 from foxhunt.core.risk import PreTradeRisk
@@ -80,6 +80,7 @@ class Kernel:
         self.breakers = Breakers(gate.limits)
         self.volatility = VolatilityBreaker(gate.limits, sorted(instruments))
         self.market_wide = MarketWideBreaker(gate.limits)
+        self.price_bands = PriceBandBreaker(gate.limits)
         self.state_before_market_halt: TradingState | None = None
         self.paused: set[str] = set()
         self.orders = Orders()
@@ -189,6 +190,8 @@ class Kernel:
             self._check_volatility(q.symbol, (q.bid + q.ask) / 2e9, q)
         if self._watch_market:
             self._check_market(q.symbol, (q.bid + q.ask) / 2e9, q)
+        if self._watch_bands:
+            self._check_band(q.symbol, (q.bid + q.ask) / 2e9, q)
         for on_quote, ctx in self._quote_handlers:
             on_quote(q, ctx)
 
@@ -204,6 +207,8 @@ class Kernel:
             self._check_volatility(bar.symbol, bar.close / 1e9, bar)
         if self._watch_market:
             self._check_market(bar.symbol, bar.close / 1e9, bar)
+        if self._watch_bands:
+            self._check_band(bar.symbol, bar.close / 1e9, bar)
         for s in self.strategies:
             s.on_bar(bar, self.contexts[s.strategy_id])
 
@@ -249,6 +254,8 @@ class Kernel:
         """What the quote path must do depends on which limits are on; decided here, once per change."""
         limits = self.gate.limits
         self.market_wide.configure(limits)
+        self.price_bands.configure(limits)
+        self._watch_bands = any(self.gate.instrument_limit(s, "band_tier") is not None for s in self.instruments)
         self.portfolio.set_track_gross(limits.max_gross_exposure is not None or limits.credit_limit is not None)
         self._watch_equity = self.breakers.on_equity
         self._book_var = self.gate.book_var
@@ -272,6 +279,21 @@ class Kernel:
         elif until is None:
             self.state_before_market_halt = None  # level 3: no automatic resumption
 
+    def _check_band(self, symbol: str, price: float, msg: Input) -> None:
+        tier = self.gate.instrument_limit(symbol, "band_tier")
+        if tier is None:
+            return
+        (lower, upper), change = self.price_bands.on_mark(symbol, tier, price, msg.ts_event)
+        self.gate.bands[symbol] = (round(lower * 1e9), round(upper * 1e9))
+        if change is not None:
+            self._pause(symbol, "PRICE_BAND_PAUSE", change[0], change[1], msg)
+
+    def _pause(self, symbol: str, reason: str, paused: bool, cause: str, msg: Input) -> None:
+        self.gate.set_paused(symbol, reason, paused)
+        self._derived.append(
+            InstrumentStateChanged(ts_event=msg.ts_event, ts_init=msg.ts_init, symbol=symbol, paused=paused, cause=cause)
+        )
+
     def _check_volatility(self, symbol: str, price: float, msg: Input) -> None:
         limit = self.gate.vol_limit(symbol)
         change = None if limit is None else self.volatility.on_mark(symbol, price, msg.ts_event, limit)
@@ -282,11 +304,7 @@ class Kernel:
             self.paused.add(symbol)
         else:
             self.paused.discard(symbol)
-        self.gate.set_paused(symbol, paused)
-        self._derived.append(
-            InstrumentStateChanged(ts_event=msg.ts_event, ts_init=msg.ts_init, symbol=symbol, paused=paused,
-                                   cause=f"volatility breaker: {cause}")
-        )
+        self._pause(symbol, "VOLATILITY_PAUSE", paused, f"volatility breaker: {cause}", msg)
 
     def _check_equity(self, msg: Input) -> None:
         cause = self.breakers.check_equity(msg.ts_event, self.portfolio.equity, self.portfolio.peak_equity)

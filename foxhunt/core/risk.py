@@ -9,7 +9,8 @@ credit (positions at market plus working orders), the order and message throttle
 self-match prevention. An order that reduces a position is not held back by position, exposure or credit
 limits. Then, if configured, the portfolio gate (core/risk_var.py): the book's historical VaR and expected
 shortfall after the order. Breakers and the repeated-execution throttle act on the trading state, not on
-single orders, the volatility breaker pauses single instruments, and the market-wide breaker halts
+single orders, the volatility and price-band breakers pause single instruments (orders priced outside
+an instrument's band are denied), and the market-wide breaker halts
 everything on a reference index's decline (core/breakers.py). Orders that carry the strategy's edge
 estimate are also capped by fractional Kelly sizing.
 
@@ -60,6 +61,7 @@ class InstrumentRisk(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     reference_max_age_ms: int | None = None  # older reference data denies (market orders and collars)
     restricted: Literal["open", "no_trade", "reduce_only"] | None = None
     max_realized_vol_bps: int | None = None  # volatility breaker: pause the instrument above this
+    band_tier: int | None = None  # price band (limit up-limit down style): 1 or 2 turns it on
 
 
 class RiskLimits(InstrumentRisk, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -92,6 +94,10 @@ class RiskLimits(InstrumentRisk, frozen=True, kw_only=True, forbid_unknown_field
     market_index: str | None = None  # market-wide halt: the instrument whose decline halts all trading
     market_halt_levels_pct: tuple[float, float, float] = (7.0, 13.0, 20.0)  # declines halting 15 min, 15 min, the day
     market_halt_minutes: int = 15
+    band_reference_minutes: int = 5  # price band: reference is the mean mid over this many minutes
+    band_pause_seconds: int = 15  # a price outside the band this long pauses the instrument ...
+    band_pause_minutes: int = 5  # ... for this long
+    band_utc_offset_minutes: int = -300  # exchange time for the band's time of day (fixed: replayable)
     vol_window: int = 30  # volatility breaker: sampled mid returns in the rolling window ...
     vol_sample_ms: int = 1000  # ... sampled on this clock (event time)
     max_repeated_executions: int | None = None  # this many fills, one symbol and side, inside the window halt
@@ -163,6 +169,8 @@ class PreTradeRisk:
         self.symbol_index = {symbol: i for i, symbol in enumerate(sorted(instruments))}
         self.flow = flow_state(limits)
         self.book_var: BookVar | None = None
+        self.rows: dict[str, np.ndarray] = {}
+        self.bands: dict[str, tuple[int, int]] = {}  # symbol -> (lower, upper) price band, nanos
         self.configure(limits)
         # our resting limit prices per symbol, price -> number of orders, for self-match prevention
         self.resting = {symbol: ({}, {}) for symbol in instruments}
@@ -180,10 +188,10 @@ class PreTradeRisk:
         if limits.market_index is not None and limits.market_index not in self.instruments:
             raise ValueError(f"market_index {limits.market_index!r} is not a configured instrument")
         self.limits = limits
-        paused = {s for s, row in getattr(self, "rows", {}).items() if row[rc.L_PAUSED]}
+        paused = {s: int(row[rc.L_PAUSED]) for s, row in self.rows.items() if row[rc.L_PAUSED]}
         self.rows = {symbol: limit_row(limits, inst) for symbol, inst in self.instruments.items()}
-        for symbol in paused:  # a pause belongs to the breaker, not to the limits: it outlives a change
-            self.rows[symbol][rc.L_PAUSED] = 1
+        for symbol, code in paused.items():  # a pause belongs to its breaker, not to the limits
+            self.rows[symbol][rc.L_PAUSED] = code
         off = float("inf")
         self.account = np.array(
             [off if v is None else float(v) for v in
@@ -202,14 +210,22 @@ class PreTradeRisk:
                 sorted(self.instruments), limits.var_window, limits.var_sample_ms * 1_000_000, limits.var_confidence
             )
 
-    def vol_limit(self, symbol: str) -> int | None:
+    def instrument_limit(self, symbol: str, field: str):
+        """One of the instrument's limits, its override applied."""
         override = self.limits.instruments.get(symbol)
-        if override is not None and override.max_realized_vol_bps is not None:
-            return override.max_realized_vol_bps
-        return self.limits.max_realized_vol_bps
+        value = None if override is None else getattr(override, field)
+        return getattr(self.limits, field) if value is None else value
 
-    def set_paused(self, symbol: str, paused: bool) -> None:
-        self.rows[symbol][rc.L_PAUSED] = int(paused)
+    def vol_limit(self, symbol: str) -> int | None:
+        return self.instrument_limit(symbol, "max_realized_vol_bps")
+
+    def set_paused(self, symbol: str, reason: str, paused: bool) -> None:
+        """Pause an instrument for a breaker's reason (a REASONS name), or lift that reason's pause only."""
+        row = self.rows[symbol]
+        if paused:
+            row[rc.L_PAUSED] = rc.CODES[reason]
+        elif row[rc.L_PAUSED] == rc.CODES[reason]:
+            row[rc.L_PAUSED] = 0
 
     def set_limit(self, name: str, text: str) -> tuple[str, str]:
         """Change one limit by its path in [risk] (`collar_bps`, `instruments.EURUSD.max_order_qty`);
@@ -233,6 +249,10 @@ class PreTradeRisk:
     # --- checks ----------------------------------------------------------------------------------
 
     def check_submit(self, cmd: SubmitOrder, kernel: Kernel) -> Denial | None:
+        band = self.bands.get(cmd.symbol)
+        if band is not None and cmd.price is not None and not band[0] <= cmd.price <= band[1]:
+            return Denial("PRICE_OUTSIDE_BAND", f"price={format_fixed(cmd.price)} band={format_fixed(band[0])}-"
+                                                f"{format_fixed(band[1])}")
         key = self._duplicate_key(cmd) if self.duplicates else 0
         denial = self._check(cmd.symbol, cmd.side, cmd.quantity, cmd.price, cmd.reduce_only, kernel, 0, 0, 0, key)
         if denial is None and self.kelly_capital is not None and cmd.edge_win_prob is not None:

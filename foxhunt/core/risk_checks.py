@@ -49,6 +49,7 @@ REASONS = {
     24: "DUPLICATE_ORDER",
     25: "SELF_MATCH",
     26: "VOLATILITY_PAUSE",
+    27: "PRICE_BAND_PAUSE",
 }
 CODES = {name: code for code, name in REASONS.items()}
 
@@ -57,7 +58,7 @@ UNLIMITED = np.iinfo(np.int64).max  # an integer limit that is off
 # The instrument's limit row (int64).
 L_LOT, L_TICK, L_MULT, L_MIN_QTY, L_MAX_QTY, L_MAX_NOTIONAL_LT = 0, 1, 2, 3, 4, 5
 L_COLLAR_BPS, L_COLLAR_TICKS, L_MAX_LONG, L_MAX_SHORT, L_MAX_OPEN_ORDERS, L_MAX_OPEN_QTY = 6, 7, 8, 9, 10, 11
-L_REF_MAX_AGE, L_RESTRICTED, L_PAUSED = 12, 13, 14  # L_PAUSED: set by the volatility breaker, not by config
+L_REF_MAX_AGE, L_RESTRICTED, L_PAUSED = 12, 13, 14  # L_PAUSED: a breaker's reason code (0: trading), not config
 LIMIT_FIELDS = 15
 # The account's flow state (int64): rings of recent order times, message times, and (key, time) of recent
 # orders for the duplicate check, with their limits. A ring holds as many entries as its limit allows.
@@ -94,8 +95,8 @@ def check_order_nb(
         return 1
     if lim[L_RESTRICTED] == NO_TRADE:
         return 2
-    if lim[L_PAUSED] != 0:
-        return 26
+    if lim[L_PAUSED] != 0:  # the code of whichever breaker paused the instrument
+        return lim[L_PAUSED]
     if lim[L_RESTRICTED] == REDUCE_ONLY_LIST and not reduces:
         return 3
     if state == REDUCING and not reduces:
@@ -250,7 +251,8 @@ def check_order_py(limits: dict, account: dict, order: dict, state: dict) -> tup
     rules = [
         ("TRADING_HALTED", lambda: state["trading"] == "HALTED", ()),
         ("RESTRICTED", lambda: limits["restricted"] == "no_trade", ()),
-        ("VOLATILITY_PAUSE", lambda: limits.get("paused", 0) != 0, ()),
+        ("VOLATILITY_PAUSE", lambda: limits.get("paused", 0) == 26, ()),
+        ("PRICE_BAND_PAUSE", lambda: limits.get("paused", 0) == 27, ()),
         ("RESTRICTED_REDUCE_ONLY", lambda: limits["restricted"] == "reduce_only" and not reduces, ()),
         ("TRADING_REDUCING", lambda: state["trading"] == "REDUCING" and not reduces, ()),
         ("REDUCE_ONLY", lambda: order["reduce_only"] and not reduces, ()),
