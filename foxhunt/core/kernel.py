@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from foxhunt.core.breakers import Breakers, MarketWideBreaker, PriceBandBreaker, VolatilityBreaker
+from foxhunt.core.safeguards import Safeguards
 from foxhunt.core.orders import Order, Orders
 from foxhunt.core.portfolio import Portfolio
 from foxhunt.core.risk import PreTradeRisk
@@ -39,7 +39,6 @@ from foxhunt.messages.system import (
     AdminCommand,
     CommandRejected,
     FeedGap,
-    InstrumentStateChanged,
     JournalDegraded,
     JournalRecovered,
     MarketDataFlagged,
@@ -58,7 +57,7 @@ from foxhunt.messages.system import (
 MAX_ROUNDS = 1000
 
 ADMIN_COMMANDS = ("halt", "reduce", "resume", "kill", "cancel", "limit")
-_SEVERITY = {TradingState.ACTIVE: 0, TradingState.REDUCING: 1, TradingState.HALTED: 2}
+_SEVERITY = {TradingState.ACTIVE: 0, TradingState.REDUCING: 1, TradingState.HALTED: 2}  # tighten()'s order
 
 
 class Step(NamedTuple):
@@ -77,15 +76,8 @@ class Kernel:
         self.instruments = instruments
         self.strategies = strategies
         self.gate = gate
-        self.breakers = Breakers(gate.limits)
-        self.volatility = VolatilityBreaker(gate.limits, sorted(instruments))
-        self.market_wide = MarketWideBreaker(gate.limits)
-        self.price_bands = PriceBandBreaker(gate.limits)
-        self.state_before_market_halt: TradingState | None = None
-        self.paused: set[str] = set()
         self.orders = Orders()
         self.portfolio = Portfolio()
-        self._follow_limits()
         self.state = TradingState.ACTIVE
         self.market: dict[str, QuoteTick | Bar | TradeTick] = {}  # last usable market data per symbol
         self.venues_down: set[str] = set()
@@ -98,6 +90,8 @@ class Kernel:
         self.seq = 0
         self.ts_event = 0
         self.ts_init = 0
+        self.safeguards = Safeguards(self)
+        self._follow_limits()
         self._order_counter = 0
         # scratch lists reused for every input (copied out only when something was derived): most quotes
         # derive nothing, and allocating two lists per quote wakes the garbage collector for nothing
@@ -167,6 +161,10 @@ class Kernel:
         state = [self.state.value, positions, orders, self.portfolio.max_drawdown]
         return hashlib.sha256(msgspec.msgpack.encode(state)).hexdigest()[:16]
 
+    def emit(self, event: Derived) -> None:
+        """Record a derived event of the input being handled (for the kernel's helpers)."""
+        self._derived.append(event)
+
     def next_order_id(self, strategy_id: str) -> str:
         self._order_counter += 1
         return f"{strategy_id}-{self.seq}-{self._order_counter}"
@@ -182,16 +180,8 @@ class Kernel:
             return
         self.market[q.symbol] = q
         self.portfolio.mark(q.symbol, (q.bid + q.ask) // 2)
-        if self._watch_equity:
-            self._check_equity(q)
-        if self._book_var is not None:
-            self._book_var.on_mark(q.symbol, (q.bid + q.ask) / 2e9, q.ts_event)
-        if self._watch_volatility:
-            self._check_volatility(q.symbol, (q.bid + q.ask) / 2e9, q)
-        if self._watch_market:
-            self._check_market(q.symbol, (q.bid + q.ask) / 2e9, q)
-        if self._watch_bands:
-            self._check_band(q.symbol, (q.bid + q.ask) / 2e9, q)
+        if self.safeguards.active:
+            self.safeguards.on_mark(q.symbol, (q.bid + q.ask) / 2e9, q)
         for on_quote, ctx in self._quote_handlers:
             on_quote(q, ctx)
 
@@ -199,16 +189,8 @@ class Kernel:
         # a bar of one side is still the best mark there is (a bid bar is what a long could sell at)
         self.market[bar.symbol] = bar
         self.portfolio.mark(bar.symbol, bar.close)
-        if self._watch_equity:
-            self._check_equity(bar)
-        if self._book_var is not None:
-            self._book_var.on_mark(bar.symbol, bar.close / 1e9, bar.ts_event)
-        if self._watch_volatility:
-            self._check_volatility(bar.symbol, bar.close / 1e9, bar)
-        if self._watch_market:
-            self._check_market(bar.symbol, bar.close / 1e9, bar)
-        if self._watch_bands:
-            self._check_band(bar.symbol, bar.close / 1e9, bar)
+        if self.safeguards.active:
+            self.safeguards.on_mark(bar.symbol, bar.close / 1e9, bar)
         for s in self.strategies:
             s.on_bar(bar, self.contexts[s.strategy_id])
 
@@ -246,76 +228,19 @@ class Kernel:
             )
         )
         self._on_order_event(fill.order_id, fill)
-        cause = self.breakers.check_fill(fill.ts_event, fill.symbol, fill.side)
-        if cause is not None:
-            self._tighten(TradingState.HALTED, fill, cause)
+        self.safeguards.on_fill(fill)
 
     def _follow_limits(self) -> None:
         """What the quote path must do depends on which limits are on; decided here, once per change."""
         limits = self.gate.limits
-        self.market_wide.configure(limits)
-        self.price_bands.configure(limits)
-        self._watch_bands = any(self.gate.instrument_limit(s, "band_tier") is not None for s in self.instruments)
         self.portfolio.set_track_gross(limits.max_gross_exposure is not None or limits.credit_limit is not None)
-        self._watch_equity = self.breakers.on_equity
-        self._book_var = self.gate.book_var
-        self._watch_volatility = any(self.gate.vol_limit(symbol) is not None for symbol in self.instruments)
-        self._watch_market = limits.market_index is not None
+        self.safeguards.follow_limits()
 
-    def _check_market(self, symbol: str, price: float, msg: Input) -> None:
-        breaker = self.market_wide
-        if breaker.resume_at is not None and msg.ts_event >= breaker.resume_at:
-            breaker.resume_at = None
-            if self.state_before_market_halt is not None and self.state is TradingState.HALTED:
-                previous, self.state_before_market_halt = self.state_before_market_halt, None
-                self._change_state(previous, msg, "market-wide halt ended")
-        tripped = breaker.on_mark(symbol, price, msg.ts_event)
-        if tripped is None:
-            return
-        until, cause = tripped
-        if self.state is not TradingState.HALTED:
-            self.state_before_market_halt = self.state if until is not None else None
-            self._tighten(TradingState.HALTED, msg, cause)
-        elif until is None:
-            self.state_before_market_halt = None  # level 3: no automatic resumption
-
-    def _check_band(self, symbol: str, price: float, msg: Input) -> None:
-        tier = self.gate.instrument_limit(symbol, "band_tier")
-        if tier is None:
-            return
-        (lower, upper), change = self.price_bands.on_mark(symbol, tier, price, msg.ts_event)
-        self.gate.bands[symbol] = (round(lower * 1e9), round(upper * 1e9))
-        if change is not None:
-            self._pause(symbol, "PRICE_BAND_PAUSE", change[0], change[1], msg)
-
-    def _pause(self, symbol: str, reason: str, paused: bool, cause: str, msg: Input) -> None:
-        self.gate.set_paused(symbol, reason, paused)
-        self._derived.append(
-            InstrumentStateChanged(ts_event=msg.ts_event, ts_init=msg.ts_init, symbol=symbol, paused=paused, cause=cause)
-        )
-
-    def _check_volatility(self, symbol: str, price: float, msg: Input) -> None:
-        limit = self.gate.vol_limit(symbol)
-        change = None if limit is None else self.volatility.on_mark(symbol, price, msg.ts_event, limit)
-        if change is None or change[0] == (symbol in self.paused):
-            return
-        paused, cause = change
-        if paused:
-            self.paused.add(symbol)
-        else:
-            self.paused.discard(symbol)
-        self._pause(symbol, "VOLATILITY_PAUSE", paused, f"volatility breaker: {cause}", msg)
-
-    def _check_equity(self, msg: Input) -> None:
-        cause = self.breakers.check_equity(msg.ts_event, self.portfolio.equity, self.portfolio.peak_equity)
-        if cause is not None:
-            self._tighten(self.breakers.action, msg, cause)
-
-    def _tighten(self, state: TradingState, msg: Input, cause: str) -> None:
+    def tighten(self, state: TradingState, msg: Input, cause: str) -> None:
         """Breakers and throttles only ever move trading towards HALTED; an operator moves it back. A halt
         is the kill switch: working orders are canceled too."""
         if _SEVERITY[state] > _SEVERITY[self.state]:
-            self._change_state(state, msg, cause)
+            self.change_state(state, msg, cause)
             if state is TradingState.HALTED:
                 for order in list(self.orders.open.values()):
                     self.requests.append(
@@ -392,7 +317,7 @@ class Kernel:
             case "reduce":
                 self._set_state(TradingState.REDUCING, cmd)
             case "resume":
-                self.breakers.acknowledged()
+                self.safeguards.breakers.acknowledged()
                 self._set_state(TradingState.ACTIVE, cmd)
             case "kill":
                 self._cancel_all(cmd)
@@ -421,7 +346,6 @@ class Kernel:
         except ValueError as e:
             self._derived.append(CommandRejected(**stamps, command=text, reason=str(e)))
             return
-        self.breakers.configure(self.gate.limits)
         self._follow_limits()
         who = cmd.operator or cmd.operator_uid
         self._derived.append(
@@ -446,19 +370,19 @@ class Kernel:
     def _on_journal_degraded(self, msg: JournalDegraded) -> None:
         if self.state_before_journal_halt is None:
             self.state_before_journal_halt = self.state
-        self._change_state(TradingState.HALTED, msg, f"journal fail-stop: {msg.reason}")
+        self.change_state(TradingState.HALTED, msg, f"journal fail-stop: {msg.reason}")
 
     def _on_journal_recovered(self, msg: JournalRecovered) -> None:
         # Only the journal's own halt is lifted; a halt an operator ordered meanwhile stays.
         if self.state_before_journal_halt is not None:
             state, self.state_before_journal_halt = self.state_before_journal_halt, None
-            self._change_state(state, msg, f"journal recovered after {msg.outage_ns // 1_000_000} ms")
+            self.change_state(state, msg, f"journal recovered after {msg.outage_ns // 1_000_000} ms")
 
     def _set_state(self, state: TradingState, cmd: AdminCommand) -> None:
         self.state_before_journal_halt = None  # an operator's decision overrides the journal's
-        self._change_state(state, cmd, f"admin {cmd.command} by {cmd.operator or cmd.operator_uid}: {cmd.reason}")
+        self.change_state(state, cmd, f"admin {cmd.command} by {cmd.operator or cmd.operator_uid}: {cmd.reason}")
 
-    def _change_state(self, state: TradingState, cause_msg: Input, cause: str) -> None:
+    def change_state(self, state: TradingState, cause_msg: Input, cause: str) -> None:
         if state is self.state:
             return
         self._derived.append(

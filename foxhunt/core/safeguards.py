@@ -1,0 +1,111 @@
+"""Safeguards that watch market data and fills rather than single orders, and act through the kernel:
+the equity breakers and the repeated-execution throttle (trading state), the market-wide halt, and the
+volatility and price-band pauses of single instruments, plus the portfolio gate's return sampling. The
+kernel calls `on_mark` after every accepted mark (only while any of them is configured: `active`) and
+`on_fill` after every fill; the rules themselves are in core/breakers.py and core/risk_var.py.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from foxhunt.core.breakers import Breakers, MarketWideBreaker, PriceBandBreaker, VolatilityBreaker
+from foxhunt.messages.base import Input
+from foxhunt.messages.orders import OrderFilled, OrderPartiallyFilled
+from foxhunt.messages.system import InstrumentStateChanged, TradingState
+
+if TYPE_CHECKING:
+    from foxhunt.core.kernel import Kernel
+
+
+class Safeguards:
+    def __init__(self, kernel: Kernel) -> None:
+        limits = kernel.gate.limits
+        self.kernel = kernel
+        self.breakers = Breakers(limits)
+        self.volatility = VolatilityBreaker(limits, sorted(kernel.instruments))
+        self.market_wide = MarketWideBreaker(limits)
+        self.price_bands = PriceBandBreaker(limits)
+        self.volatility_paused: set[str] = set()
+        self.state_before_market_halt: TradingState | None = None
+        self.active = False
+
+    def follow_limits(self) -> None:
+        """Which safeguards run, decided once per change of the limits."""
+        gate, limits = self.kernel.gate, self.kernel.gate.limits
+        symbols = self.kernel.instruments
+        self.breakers.configure(limits)
+        self.market_wide.configure(limits)
+        self.price_bands.configure(limits)
+        self.equity = self.breakers.on_equity
+        self.book_var = gate.book_var
+        self.vol = any(gate.vol_limit(s) is not None for s in symbols)
+        self.market = limits.market_index is not None
+        self.bands = any(gate.instrument_limit(s, "band_tier") is not None for s in symbols)
+        self.active = self.equity or self.book_var is not None or self.vol or self.market or self.bands
+
+    def on_mark(self, symbol: str, price: float, msg: Input) -> None:
+        """A new mark of `symbol` at `price` (price units), from market data `msg`."""
+        if self.equity:
+            portfolio = self.kernel.portfolio
+            cause = self.breakers.check_equity(msg.ts_event, portfolio.equity, portfolio.peak_equity)
+            if cause is not None:
+                self.kernel.tighten(self.breakers.action, msg, cause)
+        if self.book_var is not None:
+            self.book_var.on_mark(symbol, price, msg.ts_event)
+        if self.vol:
+            self._check_volatility(symbol, price, msg)
+        if self.market:
+            self._check_market(symbol, price, msg)
+        if self.bands:
+            self._check_band(symbol, price, msg)
+
+    def on_fill(self, fill: OrderPartiallyFilled | OrderFilled) -> None:
+        cause = self.breakers.check_fill(fill.ts_event, fill.symbol, fill.side)
+        if cause is not None:
+            self.kernel.tighten(TradingState.HALTED, fill, cause)
+
+    def _check_market(self, symbol: str, price: float, msg: Input) -> None:
+        kernel, breaker = self.kernel, self.market_wide
+        if breaker.resume_at is not None and msg.ts_event >= breaker.resume_at:
+            breaker.resume_at = None
+            if self.state_before_market_halt is not None and kernel.state is TradingState.HALTED:
+                previous, self.state_before_market_halt = self.state_before_market_halt, None
+                kernel.change_state(previous, msg, "market-wide halt ended")
+        tripped = breaker.on_mark(symbol, price, msg.ts_event)
+        if tripped is None:
+            return
+        until, cause = tripped
+        if kernel.state is not TradingState.HALTED:
+            self.state_before_market_halt = kernel.state if until is not None else None
+            kernel.tighten(TradingState.HALTED, msg, cause)
+        elif until is None:
+            self.state_before_market_halt = None  # level 3: no automatic resumption
+
+    def _check_band(self, symbol: str, price: float, msg: Input) -> None:
+        gate = self.kernel.gate
+        tier = gate.instrument_limit(symbol, "band_tier")
+        if tier is None:
+            return
+        (lower, upper), change = self.price_bands.on_mark(symbol, tier, price, msg.ts_event)
+        gate.bands[symbol] = (round(lower * 1e9), round(upper * 1e9))
+        if change is not None:
+            self._pause(symbol, "PRICE_BAND_PAUSE", change[0], change[1], msg)
+
+    def _check_volatility(self, symbol: str, price: float, msg: Input) -> None:
+        limit = self.kernel.gate.vol_limit(symbol)
+        change = None if limit is None else self.volatility.on_mark(symbol, price, msg.ts_event, limit)
+        if change is None or change[0] == (symbol in self.volatility_paused):
+            return
+        paused, cause = change
+        if paused:
+            self.volatility_paused.add(symbol)
+        else:
+            self.volatility_paused.discard(symbol)
+        self._pause(symbol, "VOLATILITY_PAUSE", paused, f"volatility breaker: {cause}", msg)
+
+    def _pause(self, symbol: str, reason: str, paused: bool, cause: str, msg: Input) -> None:
+        self.kernel.gate.set_paused(symbol, reason, paused)
+        self.kernel.emit(
+            InstrumentStateChanged(ts_event=msg.ts_event, ts_init=msg.ts_init, symbol=symbol, paused=paused, cause=cause)
+        )
