@@ -194,7 +194,7 @@ def cmd_db(args: argparse.Namespace, cfg: config.Config) -> int:
         print(cfg.journal.dsn or bootstrap.embedded_cluster(cfg).dsn)
         return EXIT_OK
     if args.action == "migrate":
-        applied = anyio.run(config_migrate, bootstrap.resolve_dsn(cfg))
+        applied = anyio.run(bootstrap.migrate, bootstrap.resolve_dsn(cfg))
         print(f"applied {len(applied)} migration(s){': ' + ', '.join(applied) if applied else ''}")
         return EXIT_OK
     if cfg.journal.dsn:
@@ -207,12 +207,6 @@ def cmd_db(args: argparse.Namespace, cfg: config.Config) -> int:
     else:
         print(f"{cluster.status()}\t{cluster.data_dir}")
     return EXIT_OK
-
-
-async def config_migrate(dsn: str) -> list[str]:
-    from foxhunt.adapters.pg import migrate
-
-    return await migrate(dsn)
 
 
 # --- output --------------------------------------------------------------------------------------

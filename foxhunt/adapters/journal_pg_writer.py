@@ -96,10 +96,6 @@ class PostgresJournalWriter(JournalWriter):
     def last_seq(self) -> int:
         return self._next_seq - 1
 
-    @property
-    def committed_seq(self) -> int:
-        return self._committed
-
     def append(self, message: Message, causation: int | None = None) -> int:
         seq = self._next_seq
         self._next_seq = seq + 1

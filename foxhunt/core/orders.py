@@ -7,7 +7,7 @@ it raises, the process stops, and the journal rebuilds the state on restart (cra
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from foxhunt.messages.orders import (
     OrderAccepted,
@@ -41,7 +41,6 @@ class OrderStatus(enum.Enum):
 
 S = OrderStatus
 OPEN_STATUSES = frozenset({S.SUBMITTED, S.ACCEPTED, S.PARTIALLY_FILLED})
-TERMINAL_STATUSES = frozenset({S.DENIED, S.FILLED, S.CANCELED, S.REJECTED, S.EXPIRED})
 
 # (status, event type) -> next status. Working orders may also be denied a cancel or replace by the gate,
 # or by the venue (OrderCancelRejected): both leave them as they are. A cancel reject can also arrive
@@ -107,7 +106,6 @@ class Order:
     status: OrderStatus = S.INITIALIZED
     filled_qty: int = 0
     venue_order_id: str = ""
-    fills: list[str] = field(default_factory=list)
 
     @classmethod
     def from_command(cls, cmd: SubmitOrder) -> Order:
@@ -132,10 +130,6 @@ class Order:
     def is_open(self) -> bool:
         return self.status in OPEN_STATUSES
 
-    @property
-    def signed_leaves(self) -> int:
-        return self.leaves_qty if self.side is Side.BUY else -self.leaves_qty
-
     def apply(self, event: object) -> None:
         self.status = next_status(self.status, event)
         match event:
@@ -147,7 +141,6 @@ class Order:
                 self.trigger_price = trigger
             case OrderPartiallyFilled() | OrderFilled():
                 self.filled_qty += event.last_qty
-                self.fills.append(event.trade_id)
                 if self.filled_qty > self.quantity:
                     raise InvalidTransition(f"order {self.order_id} overfilled: {self.filled_qty} > {self.quantity}")
 

@@ -95,10 +95,6 @@ class Portfolio:
             pos = self.positions[symbol] = Position(symbol, currency, multiplier)
         return pos
 
-    def quantity(self, symbol: str) -> int:
-        pos = self.positions.get(symbol)
-        return pos.quantity if pos is not None else 0
-
     def apply_fill(self, pos: Position, side: Side, qty: int, price: int, commission: int) -> None:
         before_closed = pos.realized_pnl - pos.commissions
         before_unrealized, before_cost = pos.unrealized_pnl, pos.cost

@@ -133,13 +133,18 @@ def _limit_or_off(value: Decimal | int | None, convert=nanos) -> int:
     return rc.UNLIMITED if value is None else convert(value)
 
 
+def effective(limits: RiskLimits, symbol: str, field: str):
+    """One limit of one instrument: its override in [risk.instruments.SYMBOL], else the default."""
+    override = limits.instruments.get(symbol)
+    value = None if override is None else getattr(override, field)
+    return getattr(limits, field) if value is None else value
+
+
 def limit_row(defaults: RiskLimits, inst: Instrument) -> np.ndarray:
     """The kernel's int64 limit row for one instrument, the instrument's overrides applied."""
-    override = defaults.instruments.get(inst.symbol, InstrumentRisk())
 
     def pick(field: str):
-        value = getattr(override, field)
-        return getattr(defaults, field) if value is None else value
+        return effective(defaults, inst.symbol, field)
 
     row = np.full(rc.LIMIT_FIELDS, rc.UNLIMITED, dtype=np.int64)
     row[rc.L_LOT], row[rc.L_TICK], row[rc.L_MULT] = inst.lot_size, inst.tick_size, inst.multiplier
@@ -167,7 +172,7 @@ class PreTradeRisk:
         compiled = rc.kernels()
         self.check, self.record_message = compiled.check_order_nb, compiled.record_message_nb
         self.symbol_index = {symbol: i for i, symbol in enumerate(sorted(instruments))}
-        self.flow = flow_state(limits)
+        self.flow = np.zeros(0, dtype=np.int64)  # configure() sizes it from the limits
         self.book_var: BookVar | None = None
         self.rows: dict[str, np.ndarray] = {}
         self.bands: dict[str, tuple[int, int]] = {}  # symbol -> (lower, upper) price band, nanos
@@ -212,9 +217,7 @@ class PreTradeRisk:
 
     def instrument_limit(self, symbol: str, field: str):
         """One of the instrument's limits, its override applied."""
-        override = self.limits.instruments.get(symbol)
-        value = None if override is None else getattr(override, field)
-        return getattr(self.limits, field) if value is None else value
+        return effective(self.limits, symbol, field)
 
     def vol_limit(self, symbol: str) -> int | None:
         return self.instrument_limit(symbol, "max_realized_vol_bps")

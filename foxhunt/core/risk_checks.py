@@ -12,13 +12,12 @@ exposures and credit, which add up different instruments, are float64 money.
 
 from __future__ import annotations
 
-import os
 from types import SimpleNamespace
 
 import numba
 import numpy as np
 
-_CACHE = os.environ.get("FOXHUNT_NUMBA_CACHE", "1") != "0"
+from foxhunt.core.jit import compiled
 
 # Reason codes: stable numbers, never reused. 0 passes.
 OK = 0
@@ -225,21 +224,13 @@ SIGNATURE = (
     "int64(int64[::1], float64[::1], int64, int64, int64, int64, int64, int64, int64, int64, int64, int64,"
     " int64, int64, float64, float64, float64, int64[::1], int64, int64, int64, int64, float64[::1])"
 )
-_compiled: SimpleNamespace | None = None
-
-
 def kernels() -> SimpleNamespace:
-    """The compiled check, compiled (or loaded from numba's cache) on first call, which the kernel's
-    construction makes at start-up; no fastmath. The cache goes where numba.config.CACHE_DIR says when
-    this runs (bootstrap.configure_numba sets it)."""
-    global _compiled
-    if _compiled is None:
-        cache = _CACHE
-        _compiled = SimpleNamespace(
-            check_order_nb=numba.njit(SIGNATURE, cache=cache)(check_order_nb),
-            record_message_nb=numba.njit("void(int64[::1], int64)", cache=cache)(record_message_nb.py_func),
-        )
-    return _compiled
+    """The compiled check (core/jit.py), compiled on first call, which building the risk engine makes at
+    start-up."""
+    return SimpleNamespace(
+        check_order_nb=compiled(check_order_nb, SIGNATURE),
+        record_message_nb=compiled(record_message_nb.py_func, "void(int64[::1], int64)"),
+    )
 
 
 def check_order_py(limits: dict, account: dict, order: dict, state: dict) -> tuple[str, tuple]:

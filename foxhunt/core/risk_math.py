@@ -9,10 +9,11 @@ are positive numbers, confidence is the probability of not losing more than the 
 from __future__ import annotations
 
 import math
-import os
 from types import SimpleNamespace
 
 import numpy as np
+
+from foxhunt.core.jit import compiled
 
 
 def var_historical_nb(returns: np.ndarray, k: int) -> float:
@@ -98,18 +99,6 @@ SIGNATURES = {
     portfolio_sigma_nb: "float64(float64[::1], float64[:, ::1])",
 }
 
-_compiled: SimpleNamespace | None = None
-
-
 def kernels() -> SimpleNamespace:
-    """The compiled kernels, compiled (or loaded from numba's cache, NUMBA_CACHE_DIR) on first call.
-    No fastmath: the order path needs the same bits in live trading and replay."""
-    global _compiled
-    if _compiled is None:
-        import numba
-
-        cache = os.environ.get("FOXHUNT_NUMBA_CACHE", "1") != "0"
-        _compiled = SimpleNamespace(
-            **{fn.__name__: numba.njit(sig, cache=cache, fastmath=False)(fn) for fn, sig in SIGNATURES.items()}
-        )
-    return _compiled
+    """The compiled kernels (core/jit.py: compiled once, on first call)."""
+    return SimpleNamespace(**{fn.__name__: compiled(fn, sig) for fn, sig in SIGNATURES.items()})

@@ -18,10 +18,9 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-import numba
 import numpy as np
 
-from foxhunt.core.risk_checks import _CACHE
+from foxhunt.core.jit import compiled
 
 
 def var_es_nb(scenarios, returns, instrument, delta, used, k):
@@ -44,20 +43,11 @@ def var_es_nb(scenarios, returns, instrument, delta, used, k):
 
 
 _SIGNATURE = "UniTuple(float64, 4)(float64[::1], float64[:, ::1], int64, float64, int64, int64)"
-_compiled = None
-
-
-def compiled_var_es():
-    """var_es_nb compiled with its signature (or loaded from numba's cache), once, at start-up."""
-    global _compiled
-    if _compiled is None:
-        _compiled = numba.njit(_SIGNATURE, cache=_CACHE)(var_es_nb)
-    return _compiled
 
 
 class BookVar:
     def __init__(self, symbols: list[str], window: int, sample_ns: int, confidence: float) -> None:
-        self.var_es = compiled_var_es()
+        self.var_es = compiled(var_es_nb, _SIGNATURE)  # at start-up, when the engine is built
         self.index = {symbol: i for i, symbol in enumerate(symbols)}
         n = len(symbols)
         self.window = window

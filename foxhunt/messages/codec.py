@@ -87,6 +87,3 @@ _decoder = msgspec.msgpack.Decoder(AnyMessage)
 encode = _encoder.encode
 decode = _decoder.decode
 
-
-def kind_of(message: Message) -> str:
-    return type(message).__name__

@@ -150,16 +150,3 @@ class OrderPartiallyFilled(_Fill, frozen=True, kw_only=True):
 
 class OrderFilled(_Fill, frozen=True, kw_only=True):
     """The last fill of an order: `leaves_qty` is zero."""
-
-
-VenueReport = (
-    OrderAccepted
-    | OrderRejected
-    | OrderCanceled
-    | OrderCancelRejected
-    | OrderReplaced
-    | OrderExpired
-    | OrderPartiallyFilled
-    | OrderFilled
-)
-VenueCommand = SubmitOrder | CancelOrder | ReplaceOrder

@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectSendStream
 
 from foxhunt.messages.base import Input
 
