@@ -13,10 +13,10 @@ from typing import NamedTuple
 
 import msgspec
 
-from foxhunt.core.safeguards import Safeguards
 from foxhunt.core.orders import Order, Orders
 from foxhunt.core.portfolio import Portfolio
-from foxhunt.core.risk import PreTradeRisk
+from foxhunt.core.risk import PreTradeRisk, RiskLimits
+from foxhunt.core.safeguards import Safeguards
 from foxhunt.core.strategy import Strategy, StrategyContext
 from foxhunt.messages.base import Derived, Input
 from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
@@ -32,12 +32,16 @@ from foxhunt.messages.orders import (
     OrderRejected,
     OrderReplaced,
     OrderSubmitted,
+    OrderType,
     ReplaceOrder,
+    Side,
     SubmitOrder,
+    TimeInForce,
 )
 from foxhunt.messages.system import (
     AdminCommand,
     CommandRejected,
+    ConfigReloaded,
     FeedGap,
     JournalDegraded,
     JournalRecovered,
@@ -46,6 +50,7 @@ from foxhunt.messages.system import (
     RiskLimitChanged,
     RunStarted,
     RunStopped,
+    StrategyStateChanged,
     TimerFired,
     TradingState,
     TradingStateChanged,
@@ -56,7 +61,7 @@ from foxhunt.messages.system import (
 # A strategy that answers every event with a new request would never let an input end.
 MAX_ROUNDS = 1000
 
-ADMIN_COMMANDS = ("halt", "reduce", "resume", "kill", "cancel", "limit")
+ADMIN_COMMANDS = ("halt", "reduce", "resume", "kill", "flatten", "cancel", "limit", "strategy")
 _SEVERITY = {TradingState.ACTIVE: 0, TradingState.REDUCING: 1, TradingState.HALTED: 2}  # tighten()'s order
 
 
@@ -85,7 +90,9 @@ class Kernel:
         self.state_before_journal_halt: TradingState | None = None
         self.requests: list[SubmitOrder | CancelOrder | ReplaceOrder] = []
         self.contexts = {s.strategy_id: StrategyContext(self, s) for s in strategies}
-        # resolved once: the quote path runs for every tick
+        self.paused: set[str] = set()  # strategies an operator paused: they see no market data or timers
+        self.running = list(strategies)  # the strategies not paused, in configuration order
+        # resolved once per pause or resume: the quote path runs for every tick
         self._quote_handlers = [(s.on_quote, self.contexts[s.strategy_id]) for s in strategies]
         self.seq = 0
         self.ts_event = 0
@@ -113,7 +120,7 @@ class Kernel:
                 self._on_bar(msg)
             case TradeTick():
                 self.market[msg.symbol] = msg
-                for s in self.strategies:
+                for s in self.running:
                     s.on_trade(msg, self.contexts[s.strategy_id])
             case (
                 OrderAccepted() | OrderRejected() | OrderCanceled() | OrderCancelRejected() | OrderReplaced()
@@ -125,10 +132,12 @@ class Kernel:
             case RunStarted():
                 self._on_run_started(msg)
             case TimerFired():
-                for s in self.strategies:
+                for s in self.running:
                     s.on_timer(msg, self.contexts[s.strategy_id])
             case AdminCommand():
                 self._on_admin(msg)
+            case ConfigReloaded():
+                self._on_config_reloaded(msg)
             case JournalDegraded():
                 self._on_journal_degraded(msg)
             case JournalRecovered():
@@ -191,7 +200,7 @@ class Kernel:
         self.portfolio.mark(bar.symbol, bar.close)
         if self.safeguards.active:
             self.safeguards.on_mark(bar.symbol, bar.close / 1e9, bar)
-        for s in self.strategies:
+        for s in self.running:
             s.on_bar(bar, self.contexts[s.strategy_id])
 
     # --- orders ----------------------------------------------------------------------------------
@@ -322,35 +331,101 @@ class Kernel:
             case "kill":
                 self._cancel_all(cmd)
                 self._set_state(TradingState.HALTED, cmd)
+            case "flatten":
+                self._flatten(cmd)
             case "cancel":
-                if cmd.args == ["all"]:
-                    self._cancel_all(cmd)
-                else:
-                    for order_id in cmd.args:
-                        self._request_cancel(self.orders.get(order_id), cmd)
+                self._cancel_orders(cmd)
             case "limit":
                 self._set_limit(cmd)
+            case "strategy":
+                self._pause_strategy(cmd)
             case _:
                 raise KernelError(f"unknown admin command {cmd.command!r}; known: {', '.join(ADMIN_COMMANDS)}")
 
+    def _reject(self, cmd: AdminCommand, reason: str) -> None:
+        """A command that cannot apply changes nothing and is recorded as rejected, with why."""
+        text = " ".join([cmd.command, *cmd.args])
+        self._derived.append(CommandRejected(ts_event=cmd.ts_event, ts_init=cmd.ts_init, command=text, reason=reason))
+
     def _set_limit(self, cmd: AdminCommand) -> None:
         """`limit set NAME VALUE`: a risk limit changes where the command stands in the journal, so replay
-        changes it at the same point. A command that cannot apply is recorded as rejected."""
-        stamps = dict(ts_event=cmd.ts_event, ts_init=cmd.ts_init)
-        text = " ".join(["limit", *cmd.args])
+        changes it at the same point."""
         if len(cmd.args) != 3 or cmd.args[0] != "set":
-            self._derived.append(CommandRejected(**stamps, command=text, reason="usage: limit set NAME VALUE"))
-            return
+            return self._reject(cmd, "usage: limit set NAME VALUE")
         try:
             previous, value = self.gate.set_limit(cmd.args[1], cmd.args[2])
         except ValueError as e:
-            self._derived.append(CommandRejected(**stamps, command=text, reason=str(e)))
-            return
+            return self._reject(cmd, str(e))
         self._follow_limits()
-        who = cmd.operator or cmd.operator_uid
         self._derived.append(
-            RiskLimitChanged(**stamps, name=cmd.args[1], previous=previous, value=value, cause=f"admin limit by {who}: {cmd.reason}")
+            RiskLimitChanged(ts_event=cmd.ts_event, ts_init=cmd.ts_init, name=cmd.args[1], previous=previous,
+                             value=value, cause=f"admin limit by {_operator(cmd)}: {cmd.reason}")
         )
+
+    def _cancel_orders(self, cmd: AdminCommand) -> None:
+        if cmd.args == ["all"]:
+            return self._cancel_all(cmd)
+        unknown = [order_id for order_id in cmd.args if order_id not in self.orders.by_id]
+        if not cmd.args or unknown:
+            return self._reject(cmd, f"no such order: {', '.join(unknown)}" if unknown else "usage: cancel ORDER...|all")
+        for order_id in cmd.args:
+            self._request_cancel(self.orders.get(order_id), cmd)
+
+    def _flatten(self, cmd: AdminCommand) -> None:
+        """`flatten [SYMBOL]`: cancel the working orders of the instrument (of all, without a symbol) and
+        close its position with a reduce-only market order. The orders pass the pre-trade gate like any
+        other: in HALTED they are denied, so an operator who wants out moves to REDUCING first."""
+        if len(cmd.args) > 1 or (cmd.args and cmd.args[0] not in self.instruments):
+            return self._reject(cmd, f"no such instrument: {cmd.args[0]}" if cmd.args else "usage: flatten [SYMBOL]")
+        symbols = cmd.args or sorted(self.instruments)
+        for order in list(self.orders.open.values()):
+            if order.symbol in symbols:
+                self._request_cancel(order, cmd)
+        for symbol in symbols:
+            pos = self.portfolio.positions.get(symbol)
+            if pos is None or pos.quantity == 0:
+                continue
+            self.requests.append(
+                SubmitOrder(
+                    ts_event=cmd.ts_event, ts_init=cmd.ts_init, order_id=self.next_order_id("admin"),
+                    strategy_id="admin", symbol=symbol, side=Side.SELL if pos.quantity > 0 else Side.BUY,
+                    order_type=OrderType.MARKET, quantity=abs(pos.quantity), time_in_force=TimeInForce.IOC,
+                    reduce_only=True,
+                )
+            )
+
+    def _pause_strategy(self, cmd: AdminCommand) -> None:
+        """`strategy pause|resume NAME`: a paused strategy is not called for market data or timers (so it
+        asks for nothing); its working orders stay, and it still hears about them."""
+        if len(cmd.args) != 2 or cmd.args[0] not in ("pause", "resume"):
+            return self._reject(cmd, "usage: strategy pause|resume NAME")
+        action, name = cmd.args
+        if name not in self.contexts:
+            return self._reject(cmd, f"no strategy named {name!r}; running: {', '.join(self.contexts) or 'none'}")
+        pause = action == "pause"
+        if pause == (name in self.paused):
+            return self._reject(cmd, f"strategy {name} is already {'paused' if pause else 'running'}")
+        (self.paused.add if pause else self.paused.discard)(name)
+        self.running = [s for s in self.strategies if s.strategy_id not in self.paused]
+        self._quote_handlers = [(s.on_quote, self.contexts[s.strategy_id]) for s in self.running]
+        self._derived.append(
+            StrategyStateChanged(ts_event=cmd.ts_event, ts_init=cmd.ts_init, strategy_id=name, paused=pause,
+                                 cause=f"admin strategy {action} by {_operator(cmd)}: {cmd.reason}")
+        )
+
+    def _on_config_reloaded(self, msg: ConfigReloaded) -> None:
+        """The risk limits of a reloaded configuration take effect here, live and in replay alike."""
+        limits = msgspec.json.decode(msg.risk, type=RiskLimits)
+        before = self.gate.limits
+        if limits != before:
+            self.gate.configure(limits)
+            self._follow_limits()
+        for name in msg.changed:
+            self._derived.append(
+                RiskLimitChanged(ts_event=msg.ts_event, ts_init=msg.ts_init, name=name,
+                                 previous=_limit_text(before, name), value=_limit_text(limits, name),
+                                 cause=f"configuration reloaded from {msg.source}")
+            )
 
     def _cancel_all(self, cmd: AdminCommand) -> None:
         for order in list(self.orders.open.values()):
@@ -363,7 +438,7 @@ class Kernel:
                 ts_init=cmd.ts_init,
                 order_id=order.order_id,
                 symbol=order.symbol,
-                reason=f"admin {cmd.command} by {cmd.operator or cmd.operator_uid}",
+                reason=f"admin {cmd.command} by {_operator(cmd)}",
             )
         )
 
@@ -380,7 +455,7 @@ class Kernel:
 
     def _set_state(self, state: TradingState, cmd: AdminCommand) -> None:
         self.state_before_journal_halt = None  # an operator's decision overrides the journal's
-        self.change_state(state, cmd, f"admin {cmd.command} by {cmd.operator or cmd.operator_uid}: {cmd.reason}")
+        self.change_state(state, cmd, f"admin {cmd.command} by {_operator(cmd)}: {cmd.reason}")
 
     def change_state(self, state: TradingState, cause_msg: Input, cause: str) -> None:
         if state is self.state:
@@ -392,6 +467,17 @@ class Kernel:
             )
         )
         self.state = state
+
+
+def _operator(cmd: AdminCommand) -> str:
+    return cmd.operator or f"uid {cmd.operator_uid}"
+
+
+def _limit_text(limits: RiskLimits, name: str) -> str:
+    node = msgspec.to_builtins(limits)
+    for key in name.split("."):
+        node = node.get(key) if isinstance(node, dict) else None
+    return "off" if node is None else str(node)
 
 
 _NOTHING = Step((), ())  # shared, immutable: most quotes derive nothing

@@ -222,6 +222,11 @@ class PreTradeRisk:
     def vol_limit(self, symbol: str) -> int | None:
         return self.instrument_limit(symbol, "max_realized_vol_bps")
 
+    def paused_instruments(self) -> dict[str, str]:
+        """Instruments a breaker paused, with the breaker's reason name."""
+        names = {code: name for name, code in rc.CODES.items()}
+        return {s: names[int(row[rc.L_PAUSED])] for s, row in sorted(self.rows.items()) if row[rc.L_PAUSED]}
+
     def set_paused(self, symbol: str, reason: str, paused: bool) -> None:
         """Pause an instrument for a breaker's reason (a REASONS name), or lift that reason's pause only."""
         row = self.rows[symbol]

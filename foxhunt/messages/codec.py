@@ -25,6 +25,7 @@ from foxhunt.messages.orders import (
 )
 from foxhunt.messages.system import (
     AdminCommand,
+    ConfigReloaded,
     FeedGap,
     JournalDegraded,
     JournalRecovered,
@@ -33,6 +34,7 @@ from foxhunt.messages.system import (
     CommandRejected,
     InstrumentStateChanged,
     PositionChanged,
+    StrategyStateChanged,
     RunStarted,
     RunStopped,
     TimerFired,
@@ -73,6 +75,8 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     RiskLimitChanged,
     CommandRejected,
     InstrumentStateChanged,
+    ConfigReloaded,
+    StrategyStateChanged,
 )
 AnyMessage = Union[MESSAGE_TYPES]  # noqa: UP007 - a runtime union of the tuple above
 INPUT_KINDS = frozenset(t.__name__ for t in MESSAGE_TYPES if issubclass(t, Input))

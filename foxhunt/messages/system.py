@@ -52,6 +52,25 @@ class AdminCommand(Input, frozen=True, kw_only=True):
     reason: str = ""
 
 
+class ConfigReloaded(Input, frozen=True, kw_only=True):
+    """The daemon re-read its configuration file (SIGHUP). `risk` is the whole new `[risk]` section as JSON,
+    applied by the kernel where this input stands, live and in replay; `changed` names the risk limits it
+    changes; `needs_restart` names changed settings that only a restart applies (they were not applied)."""
+
+    source: str
+    risk: bytes
+    changed: list[str] = []
+    needs_restart: list[str] = []
+
+
+class StrategyStateChanged(Derived, frozen=True, kw_only=True):
+    """A strategy paused (it sees no market data or timers and so asks for nothing) or resumed."""
+
+    strategy_id: str
+    paused: bool
+    cause: str
+
+
 class JournalDegraded(Input, frozen=True, kw_only=True):
     """The journal stopped taking events (writes failing, or one write stalled past its bound). Trading
     halts: nothing may reach a venue that the journal cannot record. Journaled once the journal is back."""
