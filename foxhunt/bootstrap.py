@@ -13,7 +13,15 @@ from foxhunt.adapters.journal_pg_writer import WriterPolicy
 from foxhunt.adapters.journal_postgres import PostgresJournalStore
 from foxhunt.adapters.pg import migrate
 from foxhunt.adapters.pg_embedded import EmbeddedCluster
+from foxhunt.adapters.systemd import Notifier
+from foxhunt.admin.server import Access, ServerPolicy
 from foxhunt.config import Config
+from foxhunt.errors import ConfigError
+from foxhunt.observability import telemetry
+from foxhunt.runtime.live import Operations
+
+# sun_path of struct sockaddr_un holds 108 bytes with the terminating NUL (unix(7))
+MAX_SOCKET_PATH = 107
 
 
 def state_dir(cfg: Config) -> Path:
@@ -42,6 +50,33 @@ def configure_numba(cfg: Config) -> Path:
         path = state_dir(cfg) / "numba-cache"
     numba.config.CACHE_DIR = str(path)
     return path
+
+
+def admin_socket(cfg: Config) -> Path:
+    """`[admin] socket`, else admin.sock in systemd's RUNTIME_DIRECTORY, else in the state directory."""
+    if cfg.admin.socket:
+        path = Path(cfg.admin.socket)
+    elif runtime := os.environ.get("RUNTIME_DIRECTORY"):
+        path = Path(runtime.split(":")[0]) / "admin.sock"
+    else:
+        path = state_dir(cfg) / "admin.sock"
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        raise ConfigError(f"admin.socket: {path} is longer than the {MAX_SOCKET_PATH} bytes a Unix socket path may have")
+    return path
+
+
+def operations(cfg: Config, journal: str) -> Operations:
+    """systemd's notify socket (from the environment), the admin socket and telemetry (configuration)."""
+    admin = None
+    if cfg.admin.enabled:
+        a = cfg.admin
+        admin = ServerPolicy(
+            path=admin_socket(cfg), group=a.group, access=Access.resolve(a.allowed_users, a.allowed_groups),
+            max_connections=a.max_connections, idle_timeout=a.idle_timeout,
+        )
+    exporter = cfg.telemetry.exporter or ("otlp" if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") else "none")
+    tel = telemetry.build(exporter, cfg.telemetry.metrics_interval, "foxhunt", journal)
+    return Operations(notifier=Notifier(), admin=admin, telemetry=tel)
 
 
 def embedded_cluster(cfg: Config) -> EmbeddedCluster:

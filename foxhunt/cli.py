@@ -12,11 +12,13 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import aclosing
+from pathlib import Path
 
 import anyio
 import msgspec
 
 from foxhunt import bootstrap, config
+from foxhunt.admin import client as admin_client
 from foxhunt.adapters.feeds import open_feed
 from foxhunt.errors import ConfigError, FoxhuntError, VerificationFailed
 from foxhunt.observability import logging as fh_logging
@@ -71,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("-n", type=_positive_int, default=10, dest="count", metavar="N")
     tail.add_argument("--follow", "-f", action="store_true", help="keep printing events as they are committed")
 
+    adm = sub.add_parser("admin", parents=[common], help="steer a running daemon over its admin socket")
+    adm.add_argument("-c", dest="line", metavar="COMMAND", help="run one command and exit, e.g. -c 'status'")
+    adm.add_argument("--socket", metavar="PATH", help="the admin socket (default: [admin] socket)")
+    adm.add_argument("--json", action="store_true", help="print each answer as one JSON object")
+
     db = sub.add_parser("db", help="the embedded PostgreSQL and the schema")
     db.add_argument("action", choices=["start", "stop", "status", "migrate", "dsn"])
     db.add_argument("--config", metavar="FILE")
@@ -84,7 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cfg = config.load(args.config)
         bootstrap.configure_numba(cfg)
-        handlers = {"run": cmd_run, "replay": cmd_replay, "ingest": cmd_ingest, "journal": cmd_journal, "db": cmd_db}
+        handlers = {"run": cmd_run, "replay": cmd_replay, "ingest": cmd_ingest, "journal": cmd_journal, "db": cmd_db,
+                    "admin": cmd_admin}
         handler: Callable = handlers[args.command]
         return handler(args, cfg)
     except BrokenPipeError:
@@ -124,12 +132,16 @@ def cmd_run(args: argparse.Namespace, cfg: config.Config) -> int:
     clock = WallClock() if args.clock == "wall" else EventClock()
     instruments = cfg.trading().build_instruments()
     feed = open_feed(args.feed or cfg.run.feed, instruments, clock, args.on_bad_row)
+    ops = bootstrap.operations(cfg, args.journal)
     dsn = bootstrap.resolve_dsn(cfg)
-    request = RunRequest(args.journal, feed, clock, args.max_events, args.duration)
+    request = RunRequest(
+        args.journal, feed, clock, args.max_events, args.duration, config_path=args.config,
+        feed_rate=getattr(feed, "rate", None),
+    )
 
     async def go():
         store = await bootstrap.open_store(cfg, dsn)
-        return await run_paper(store, cfg, request, bootstrap.fingerprint())
+        return await run_paper(store, cfg, request, bootstrap.fingerprint(), ops)
 
     _print_summary(_run_async(go), args.json)
     return EXIT_OK
@@ -187,6 +199,13 @@ def cmd_journal(args: argparse.Namespace, cfg: config.Config) -> int:
 
     _run_async(go)
     return EXIT_OK
+
+
+def cmd_admin(args: argparse.Namespace, cfg: config.Config) -> int:
+    path = Path(args.socket) if args.socket else bootstrap.admin_socket(cfg)
+    if args.line is not None:
+        return admin_client.run_one(path, args.line, args.json)
+    return admin_client.repl(path, args.json)
 
 
 def cmd_db(args: argparse.Namespace, cfg: config.Config) -> int:

@@ -59,6 +59,32 @@ class RunConfig(_Section, frozen=True, kw_only=True):
     seed: int = 7
     feed: str = "synthetic:seed=7,n=100000"
     wire_log: str = ""
+    on_stop: Literal["cancel", "leave"] = "cancel"  # working orders when the daemon stops on purpose
+
+
+class AdminConfig(_Section, frozen=True, kw_only=True):
+    enabled: bool = True
+    socket: str = ""  # default: admin.sock in systemd's RUNTIME_DIRECTORY, else in the state directory
+    group: str = ""  # "": socket mode 0600; a group: mode 0660, owned by that group
+    allowed_users: list[str] = []  # with allowed_groups: who may connect; both empty: the daemon's own user
+    allowed_groups: list[str] = []
+    max_connections: int = 8
+    idle_timeout: float = 3600.0  # seconds an admin connection may sit silent
+
+    def __post_init__(self) -> None:
+        if self.max_connections <= 0 or self.idle_timeout <= 0:
+            raise ValueError("needs max_connections > 0 and idle_timeout > 0")
+
+
+class TelemetryConfig(_Section, frozen=True, kw_only=True):
+    # none: instrumentation off; console: spans and metrics printed to stderr; otlp: exported to
+    # OTEL_EXPORTER_OTLP_ENDPOINT. Default: otlp when that variable is set, else none.
+    exporter: Literal["", "none", "console", "otlp"] = ""
+    metrics_interval: float = 10.0  # seconds between metric exports
+
+    def __post_init__(self) -> None:
+        if self.metrics_interval <= 0:
+            raise ValueError(f"metrics_interval must be positive, got {self.metrics_interval}")
 
 
 class InstrumentConfig(_Section, frozen=True, kw_only=True):
@@ -108,6 +134,8 @@ class Config(_Section, frozen=True, kw_only=True):
     journal: JournalConfig = JournalConfig()
     state: StateConfig = StateConfig()
     run: RunConfig = RunConfig()
+    admin: AdminConfig = AdminConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
     instruments: dict[str, InstrumentConfig] = msgspec.field(default_factory=lambda: dict(DEFAULT_INSTRUMENTS))
     strategy: StrategyParams = StrategyParams()
     risk: RiskLimits = RiskLimits()
@@ -156,7 +184,7 @@ def env_overrides(env: Mapping[str, str]) -> list[tuple[str, list[str], Any]]:
         if name in ENV_ALIASES:
             found.append((name, list(ENV_ALIASES[name]), env[name]))
         elif name.startswith("FOXHUNT_") and "__" in name:
-            keys = [k.lower() for k in name[len("FOXHUNT_"):].split("__")]
+            keys = name[len("FOXHUNT_"):].split("__")
             found.append((name, keys, parse_value(env[name])))
     return found
 
@@ -182,11 +210,14 @@ def merge(base: dict[str, Any], update: dict[str, Any]) -> None:
 
 def set_path(raw: dict[str, Any], keys: list[str], value: Any, source: str, any_case: bool = False) -> None:
     """Set raw[k1][k2]... = value. Environment names are upper case, so `any_case` matches existing keys
-    (instrument symbols among them) regardless of case."""
+    (instrument symbols among them) regardless of case; a new key is lower case like every setting, except
+    under `instruments`, whose keys are symbols and keep the case they were given in."""
     node = raw
     for i, key in enumerate(keys):
         if any_case:
-            key = next((k for k in node if k.lower() == key.lower()), key)
+            parent = keys[i - 1].lower() if i else ""
+            fallback = key if parent == "instruments" else key.lower()
+            key = next((k for k in node if k.lower() == key.lower()), fallback)
         if i == len(keys) - 1:
             node[key] = value
             return
@@ -218,3 +249,54 @@ def trading_from_json(data: bytes, sets: list[str] | None = None) -> TradingConf
     if sets:
         apply_sets(raw, sets)
     return convert(raw, TradingConfig, "recorded config" + (" with --set" if sets else ""))
+
+
+RELOADABLE = ("risk",)  # sections a running daemon applies on SIGHUP; any other change needs a restart
+FIXED_FOR_A_JOURNAL = ("instruments", "strategy", "venue")  # what a journal's kernel is built with, for good
+
+
+def changes(old: Config, new: Config) -> tuple[list[str], list[str]]:
+    """What differs between two configurations, as dotted key paths: (risk limits, which a reload applies,
+    named without the `risk.` prefix; everything else, which only a restart applies)."""
+    differ = _differences(msgspec.to_builtins(old), msgspec.to_builtins(new))
+    reloadable = [k.split(".", 1)[1] for k in differ if k.split(".", 1)[0] in RELOADABLE]
+    return reloadable, [k for k in differ if k.split(".", 1)[0] not in RELOADABLE]
+
+
+def fixed_changes(recorded: TradingConfig, current: TradingConfig) -> list[str]:
+    """Settings a journal was started with that differ now, among those its kernel cannot change."""
+    differ = _differences(msgspec.to_builtins(recorded), msgspec.to_builtins(current))
+    return [k for k in differ if k.split(".", 1)[0] in FIXED_FOR_A_JOURNAL]
+
+
+def apply_risk_changes(current: RiskLimits, old: RiskLimits, new: RiskLimits) -> tuple[RiskLimits, list[str]]:
+    """`current` (the running limits, operators' changes included) with the limits that differ between
+    two versions of the file set to the new file's values; and the paths of those limits. Limits the file
+    did not change keep their running value, so a reload never undoes an operator's `limit set`."""
+    before, after = _flatten(msgspec.to_builtins(old)), _flatten(msgspec.to_builtins(new))
+    paths = _differences(msgspec.to_builtins(old), msgspec.to_builtins(new))
+    raw = msgspec.to_builtins(current)
+    for path in paths:
+        keys = path.split(".")
+        if path in after:
+            set_path(raw, keys, after[path], "configuration file")
+        elif path in before:  # the file dropped it: back to the built-in default
+            node = raw
+            for key in keys[:-1]:
+                node = node.get(key, {})
+            node.pop(keys[-1], None)
+    return convert(raw, RiskLimits, "reloaded [risk]"), paths
+
+
+def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    before, after = _flatten(a), _flatten(b)
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+
+
+def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(node, dict):
+        return {prefix: node}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out

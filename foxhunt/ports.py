@@ -52,6 +52,11 @@ class JournalWriter(abc.ABC):
     def last_seq(self) -> int:
         """The sequence number of the last appended message (0 for an empty journal)."""
 
+    @property
+    def committed_seq(self) -> int:
+        """The sequence number up to which everything is durable; writers that queue override it."""
+        return self.last_seq
+
     @abc.abstractmethod
     def append(self, message: Message, causation: int | None = None) -> int:
         """Queue a message and return its sequence number."""
@@ -62,6 +67,10 @@ class JournalWriter(abc.ABC):
     def watch_health(self, hook: Callable[[str | None, int], None]) -> None:
         """Have `hook(reason, 0)` called when the journal stops taking events (writes failing or stalled),
         and `hook(None, outage_ns)` once it takes them again. A journal that cannot fail never calls it."""
+
+    def watch_commits(self, hook: Callable[[list[str], float], None]) -> None:
+        """Have `hook(kinds, seconds)` called after each durable write: the kinds of the events it held
+        and how long it took (for metrics). A journal that writes nothing never calls it."""
 
     @abc.abstractmethod
     async def flush(self) -> None:

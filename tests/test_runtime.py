@@ -10,7 +10,7 @@ import pytest
 from foxhunt import config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.journal_memory import MemoryJournalStore
-from foxhunt.errors import InputError, VerificationFailed
+from foxhunt.errors import ConfigError, InputError, VerificationFailed
 from foxhunt.messages.base import parse_fixed
 from foxhunt.messages.system import RunStarted, RunStopped
 from foxhunt.runtime import replay
@@ -113,3 +113,28 @@ async def test_venue_reports_are_stamped_with_the_time_of_the_input_being_handle
             assert msg.ts_init == latest  # the quote that triggered it, not a later one the feed had queued
         elif type(msg).__name__ == "QuoteTick":
             latest = msg.ts_init
+
+
+async def test_a_restart_applies_risk_limits_edited_since_through_the_journal_and_still_verifies():
+    store = MemoryJournalStore()
+    clock = EventClock()
+    await run_paper(store, CFG, RunRequest("j", synthetic(2000, clock), clock), FINGERPRINT)
+    edited = config.load(None, env={"FOXHUNT_RISK__COLLAR_BPS": "250"})
+    clock = EventClock()
+    await run_paper(store, edited, RunRequest("j", synthetic(2000, clock, seed=6), clock), FINGERPRINT)
+    recorded = await messages(store, "j")
+    (reload,) = [m for m in recorded if type(m).__name__ == "ConfigReloaded"]
+    assert reload.changed == ["collar_bps"] and reload.source == "configuration at start-up"
+    changed = next(m for m in recorded if type(m).__name__ == "RiskLimitChanged")
+    assert (changed.previous, changed.value) == ("500", "250")
+    trading = await replay.trading_config(store, "j", None, None)
+    await replay.verify(store, "j", trading)  # raises at the first divergence
+
+
+async def test_a_restart_with_another_strategy_is_refused_naming_the_settings():
+    store = MemoryJournalStore()
+    clock = EventClock()
+    await run_paper(store, CFG, RunRequest("j", synthetic(100, clock), clock), FINGERPRINT)
+    other = config.load(None, env={"FOXHUNT_STRATEGY__EMA_CROSS__FAST": "4"})
+    with pytest.raises(ConfigError, match=r"other strategy settings \(strategy.ema_cross.fast\)"):
+        await run_paper(store, other, RunRequest("j", synthetic(100, clock), clock), FINGERPRINT)

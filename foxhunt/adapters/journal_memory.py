@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 
-from foxhunt.errors import JournalLocked, JournalMismatch, JournalNotFound
+from foxhunt.errors import JournalLocked, JournalNotFound
 from foxhunt.messages import codec
 from foxhunt.messages.base import Message
 from foxhunt.ports import PAGE_SIZE, JournalInfo, JournalStore, JournalWriter, Record
@@ -56,11 +56,6 @@ class MemoryJournalStore(JournalStore):
             journal = self._journals[name] = _Journal(len(self._journals) + 1, config_digest)
         if journal.held:
             raise JournalLocked(f"journal {name!r} is held by another writer in this process")
-        if journal.config_digest != config_digest:
-            raise JournalMismatch(
-                f"journal {name!r} was recorded with config digest {journal.config_digest}, "
-                f"this run's is {config_digest}: use a new journal for a new configuration"
-            )
         journal.held = True
         writer = MemoryJournalWriter(name, journal)
         try:

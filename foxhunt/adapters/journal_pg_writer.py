@@ -29,7 +29,7 @@ import structlog
 from psycopg.types.json import Jsonb
 
 from foxhunt.adapters.pg import connect, unavailable, use_fast_bytea_copy
-from foxhunt.errors import JournalError, JournalLocked, JournalMismatch, JournalUnavailable
+from foxhunt.errors import JournalError, JournalLocked, JournalUnavailable
 from foxhunt.messages import codec
 from foxhunt.messages.base import Message
 from foxhunt.ports import JournalWriter
@@ -41,9 +41,10 @@ NOTIFY_CHANNEL = "foxhunt_events"  # see migrations/0002_notify_trigger.sql
 _COLUMNS = ("journal_id", "seq", "kind", "ts_event", "ts_init", "causation", "correlation", "payload")
 _TYPES = ["int8", "int8", "text", "int8", "int8", "int8", "int8", "bytea"]
 _COPY_IN = f"COPY events ({', '.join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
-_SEQ, _CAUSATION = 1, 5  # positions in a queued row
+_SEQ, _KIND, _CAUSATION = 1, 2, 5  # positions in a queued row
 
 HealthHook = Callable[[str | None, int], None]  # (reason it is degraded, or None once recovered; outage ns)
+CommitHook = Callable[[list[str], float], None]  # (kinds of the committed events, seconds the write took)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class PostgresJournalWriter(JournalWriter):
         self.name = name
         self.policy = policy
         self.on_health: HealthHook = lambda reason, outage_ns: None
+        self.on_commit: CommitHook | None = None
         self.journal_id = 0
         self._dsn = dsn
         self._app = f"foxhunt writer pid={os.getpid()} host={socket.gethostname()}"[:63]
@@ -95,6 +97,10 @@ class PostgresJournalWriter(JournalWriter):
     @property
     def last_seq(self) -> int:
         return self._next_seq - 1
+
+    @property
+    def committed_seq(self) -> int:
+        return self._committed
 
     def append(self, message: Message, causation: int | None = None) -> int:
         seq = self._next_seq
@@ -142,14 +148,11 @@ class PostgresJournalWriter(JournalWriter):
                 " ON CONFLICT (name) DO NOTHING",
                 (self.name, config.decode(), config_digest, Jsonb(fingerprint)),
             )
-            cur = await conn.execute("SELECT id, config_digest FROM journals WHERE name = %s", (self.name,))
-            self.journal_id, recorded_digest = await cur.fetchone()
+            # the journal keeps the configuration of its first run (what replay builds its kernel from); what
+            # later runs may change, and how, is the runtime's business (runtime/live.py)
+            cur = await conn.execute("SELECT id FROM journals WHERE name = %s", (self.name,))
+            (self.journal_id,) = await cur.fetchone()
             last_seq = await self._lock(conn)
-            if recorded_digest != config_digest:
-                raise JournalMismatch(
-                    f"journal {self.name!r} was recorded with config digest {recorded_digest}, this run's is "
-                    f"{config_digest}: use a new journal for a new configuration"
-                )
             await conn.commit()
         except psycopg.Error as e:
             raise unavailable(e, self._dsn, f"opening journal {self.name!r}") from e
@@ -208,12 +211,18 @@ class PostgresJournalWriter(JournalWriter):
                 if waited >= self.policy.stall_after:
                     self._degraded(f"a journal write has not finished after {waited:.1f} s", since=started)
 
+    def watch_commits(self, hook: CommitHook) -> None:
+        self.on_commit = hook
+
     async def _commit(self, batch: list[tuple]) -> None:
         """Make one batch durable, whatever it takes; only a takeover by another writer stops it."""
         delay = 0.05
         while True:
             try:
+                started = time.perf_counter()
                 await self._write(batch)
+                if self.on_commit is not None:
+                    self.on_commit([row[_KIND] for row in batch], time.perf_counter() - started)
                 break
             except (psycopg.Error, TimeoutError) as e:
                 self._degraded(_first_line(e))

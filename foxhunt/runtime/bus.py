@@ -9,6 +9,7 @@ drains what is already queued without yielding to the event loop, and waits only
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable
 
 import anyio
@@ -54,14 +55,28 @@ class Bus:
         return None
 
 
-async def publish_all(source: Iterable[Input], publisher: MemoryObjectSendStream[Input]) -> None:
+async def publish_all(
+    source: Iterable[Input], publisher: MemoryObjectSendStream[Input], rate: float | None = None
+) -> None:
     """Publish everything a synchronous source yields (a feed), then close the publisher.
 
     Sends without yielding while the bus has room and waits when it is full, so a fast recorded feed costs
-    no scheduling per input and a slow loop holds it back.
+    no scheduling per input and a slow loop holds it back. With `rate`, inputs go out at that many per
+    second on the monotonic clock (a live-like paced feed), catching up after a slow stretch.
     """
+    start = time.monotonic()
     with publisher:
-        for msg in source:
+        inputs = iter(source)
+        i = 0
+        while True:
+            if rate is not None:  # wait before taking the next input, so it is made (and stamped) when due
+                delay = start + i / rate - time.monotonic()
+                if delay > 0:
+                    await anyio.sleep(delay)
+                i += 1
+            msg = next(inputs, None)
+            if msg is None:
+                return
             try:
                 publisher.send_nowait(msg)
             except anyio.WouldBlock:

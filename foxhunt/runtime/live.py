@@ -12,36 +12,62 @@ venue, with the reason, before trading starts.
 
 The run ends at the end of the feed, at `max_events` feed inputs, after `duration` seconds, or on
 SIGINT/SIGTERM. A stop request interrupts only waiting, never the handling of an input, so an order is
-never left journaled but unsent. Every way of ending records a `RunStopped` and commits everything; a
-feed that fails (bad input) is recorded the same way, then reported.
+never left journaled but unsent. Every way of ending cancels the working orders first (policy
+`[run] on_stop = "cancel"`, as a journaled command) or leaves them (`"leave"`), records a `RunStopped` and
+commits everything; a feed that fails (bad input) is recorded the same way, then reported.
+
+Operating it: the admin socket (runtime/console.py) is served from the same task group; its commands
+reach the loop through the urgent lane, ahead of queued market data. SIGHUP re-reads the configuration
+file: changed risk limits become a `ConfigReloaded` input (applied where it stands, in replay too), other
+changes are named as needing a restart. Under systemd, READY=1 goes out once the journal is open, the
+state recovered and the venue connected; STATUS= and WATCHDOG=1 come from the consuming loop itself, so
+a stuck loop stops them; STOPPING=1 when the stop begins.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import os
+import pwd
 import signal
 import time
 from collections import deque
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+import msgspec
 import structlog
 from anyio.streams.memory import MemoryObjectSendStream
 
+from foxhunt import config
+from foxhunt.adapters.systemd import Notifier
 from foxhunt.adapters.venue_sim import SimVenue
 from foxhunt.adapters.venue_wire_log import WireLoggedVenue
-from foxhunt.config import Config, TradingConfig
-from foxhunt.errors import InputError
-from foxhunt.messages.base import Input
+from foxhunt.admin import server as admin_server
+from foxhunt.admin.protocol import UsageError
+from foxhunt.config import Config, TradingConfig, trading_from_json
+from foxhunt.core.kernel import Kernel
+from foxhunt.core.risk import RiskLimits
+from foxhunt.errors import ConfigError, InputError
+from foxhunt.messages.base import Derived, Input
 from foxhunt.messages.orders import OrderCanceled
-from foxhunt.messages.system import JournalDegraded, JournalRecovered, RunStarted, RunStopped
+from foxhunt.messages.system import (
+    AdminCommand,
+    ConfigReloaded,
+    JournalDegraded,
+    JournalRecovered,
+    RunStarted,
+    RunStopped,
+)
+from foxhunt.observability.telemetry import Telemetry
 from foxhunt.ports import Clock, JournalStore, Venue
 from foxhunt.runtime.bus import Bus, BusClosed, publish_all
+from foxhunt.runtime.console import Console
 from foxhunt.runtime.loop import TradingLoop
-from foxhunt.runtime.replay import build_kernel, recover, refuse_if_ingested
+from foxhunt.runtime.replay import build_kernel, recover, refuse_if_ingested, trading_config
 from foxhunt.runtime.summary import summarize
 
 log = structlog.get_logger("foxhunt.live")
@@ -54,6 +80,20 @@ class RunRequest:
     clock: Clock
     max_events: int | None = None
     duration: float | None = None
+    config_path: str | None = None  # re-read on SIGHUP
+    feed_rate: float | None = None  # inputs per second (a paced feed), None: as fast as the loop takes them
+
+
+@dataclass
+class Operations:
+    """How the daemon is operated: systemd's notify socket and the admin socket (None: no admin socket)."""
+
+    notifier: Notifier = field(default_factory=lambda: Notifier({}))
+    admin: admin_server.ServerPolicy | None = None
+    telemetry: Telemetry | None = None
+
+
+Done = Callable[[int, Sequence[Derived]], None]
 
 
 class _Control:
@@ -63,7 +103,7 @@ class _Control:
     def __init__(self) -> None:
         self.reason: str | None = None
         self.feed_error: InputError | None = None
-        self.urgent: deque[Input] = deque()
+        self.urgent: deque[tuple[Input, Done | None]] = deque()
         self.waiting: anyio.CancelScope | None = None
 
     def request_stop(self, reason: str) -> None:
@@ -71,33 +111,64 @@ class _Control:
             self.reason = reason
         self._wake()
 
-    def push_urgent(self, msg: Input) -> None:
-        self.urgent.append(msg)
+    def push_urgent(self, msg: Input, done: Done | None = None) -> None:
+        self.urgent.append((msg, done))
         self._wake()
+
+    async def submit_admin(self, cmd: AdminCommand) -> tuple[int, Sequence[Derived]]:
+        """Hand an operator's command to the loop; return its sequence number and what it derived, once
+        the journal has committed it."""
+        if self.reason is not None:
+            raise UsageError(f"the daemon is stopping ({self.reason}); command not taken")
+        answer: list[tuple[int, Sequence[Derived]]] = []
+        handled = anyio.Event()
+
+        def done(seq: int, derived: Sequence[Derived]) -> None:
+            answer.append((seq, derived))
+            handled.set()
+
+        self.push_urgent(cmd, done)
+        await handled.wait()
+        return answer[0]
 
     def _wake(self) -> None:
         if self.waiting is not None:
             self.waiting.cancel()
 
 
-async def run_paper(store: JournalStore, cfg: Config, req: RunRequest, fingerprint: dict[str, str]) -> dict:
+async def run_paper(
+    store: JournalStore, cfg: Config, req: RunRequest, fingerprint: dict[str, str], ops: Operations | None = None
+) -> dict:
+    ops = ops or Operations()
     trading = cfg.trading()
-    kernel = build_kernel(trading)
-    venue: Venue = SimVenue(kernel.instruments, trading.venue, req.clock)
     control = _Control()
     started = time.perf_counter()
+    structlog.contextvars.bind_contextvars(journal=req.journal)
     async with contextlib.AsyncExitStack() as resources:
-        if cfg.run.wire_log:
-            venue = resources.enter_context(WireLoggedVenue(venue, Path(cfg.run.wire_log)))
+        if ops.telemetry is not None:
+            resources.callback(ops.telemetry.shutdown)
         journal = await resources.enter_async_context(
             store.writer(req.journal, config=trading.to_json(), config_digest=trading.digest(), fingerprint=fingerprint)
         )
+        # a journal's kernel is always built as its first run built it, so that replay, which can only know
+        # that configuration, follows every run; later runs change risk limits through the journal
+        built_with = await _journal_config(store, req.journal, trading) if journal.last_seq else trading
+        kernel = build_kernel(built_with)
+        venue: Venue = SimVenue(kernel.instruments, built_with.venue, req.clock)
+        if cfg.run.wire_log:
+            venue = resources.enter_context(WireLoggedVenue(venue, Path(cfg.run.wire_log)))
         loop = TradingLoop(kernel, venue, journal, cfg.journal.durability)
         # from the first write on: an outage during recovery halts trading before it starts
         journal.watch_health(lambda reason, outage: control.push_urgent(_health_input(req.clock, reason, outage)))
+        console = Console(loop, store, req.journal, cfg, req.clock, control.submit_admin, trading.venue.name)
+        loop.on_wait = lambda: _heartbeat(console, ops.notifier)
+        if ops.telemetry is not None:
+            loop.observer = ops.telemetry
+            journal.watch_commits(ops.telemetry.on_commit)
         await _start(store, loop, trading, req, fingerprint)
-        await _trade(loop, req, control)
-        await _finish(loop, req.clock, control)
+        await _trade(loop, req, control, console, ops)
+        ops.notifier.stopping(f"stopping: {control.reason or 'feed ended'}")
+        await _finish(loop, req.clock, control, cfg.run.on_stop)
     reason = control.reason or "feed ended"
     log.info("run_stopped", journal=req.journal, reason=reason, last_seq=journal.last_seq)
     if control.feed_error is not None:
@@ -113,9 +184,7 @@ async def _start(
 ) -> None:
     """Recover from the journal, mark the run's start, connect the venue and reconcile with it."""
     kernel, journal, clock = loop.kernel, loop.journal, req.clock
-    if journal.last_seq:
-        await refuse_if_ingested(store, req.journal, "trade on")
-    recovered = await recover(store, req.journal, kernel, journal.last_seq) if journal.last_seq else 0
+    recovered, last_run = (await recover(store, req.journal, kernel, journal.last_seq)) if journal.last_seq else (0, None)
     if recovered:
         log.info("recovered", journal=req.journal, inputs=recovered, last_seq=journal.last_seq,
                  state_digest=kernel.state_digest())
@@ -126,6 +195,11 @@ async def _start(
             config_digest=trading.digest(), config=trading.to_json(), fingerprint=fingerprint, clock=clock.name,
         )
     )
+    if last_run is not None:  # risk limits edited in the file since the last run take effect now, journaled
+        previous = trading_from_json(last_run.config).risk
+        reload = _risk_reload(kernel, previous, trading.risk, "configuration at start-up", now)
+        if reload is not None:
+            await loop.submit(reload)
     for msg in loop.venue.connect():
         await loop.submit(msg)
     for order in list(kernel.orders.open.values()):
@@ -138,43 +212,55 @@ async def _start(
     log.info("run_started", journal=req.journal, first_seq=journal.last_seq, recovered_inputs=recovered)
 
 
-async def _trade(loop: TradingLoop, req: RunRequest, control: _Control) -> None:
-    """The sources and the signal watcher as tasks publishing to the bus; the loop consuming it here."""
+async def _trade(loop: TradingLoop, req: RunRequest, control: _Control, console: Console, ops: Operations) -> None:
+    """The sources, the signal watcher and the admin socket as tasks; the loop consuming the bus here."""
     bus = Bus()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_run_feed, req.feed, bus.publisher(), control)
-        tg.start_soon(_watch_signals, control)
+        if ops.admin is not None:
+            await tg.start(admin_server.serve, ops.admin, console)
+        tg.start_soon(_watch_signals, control, req, console)
+        tg.start_soon(_run_feed, req.feed, bus.publisher(), control, req.feed_rate)
         bus.seal()  # every source has its publisher: the bus ends when they all have
-        await _consume(loop, bus, req.clock, req, control)
+        ops.notifier.ready(console.summary_line())
+        log.info("ready", journal=req.journal, admin_socket=str(ops.admin.path) if ops.admin else None)
+        await _consume(loop, bus, req, control, console, ops.notifier)
         tg.cancel_scope.cancel()
 
 
-async def _finish(loop: TradingLoop, clock: Clock, control: _Control) -> None:
+async def _finish(loop: TradingLoop, clock: Clock, control: _Control, on_stop: str) -> None:
     while control.urgent:  # the journal's last word on its health still goes into it
-        await loop.submit(control.urgent.popleft())
+        await _submit_urgent(loop, clock, control)
     now = clock.now()
+    if on_stop == "cancel" and loop.kernel.orders.open:
+        await loop.submit(
+            AdminCommand(ts_event=now, ts_init=now, command="cancel", args=["all"], operator_uid=os.geteuid(),
+                         operator=_user(), reason=f"stop policy on_stop=cancel: {control.reason or 'feed ended'}")
+        )
     await loop.submit(RunStopped(ts_event=now, ts_init=now, reason=control.reason or "feed ended"))
     await loop.journal.flush()
 
 
-async def _consume(loop: TradingLoop, bus: Bus, clock: Clock, req: RunRequest, control: _Control) -> None:
+async def _consume(
+    loop: TradingLoop, bus: Bus, req: RunRequest, control: _Control, console: Console, notifier: Notifier
+) -> None:
+    clock = req.clock
     deadline = time.monotonic() + req.duration if req.duration is not None else math.inf
     count = 0
     while control.reason is None:
         if control.urgent:
-            msg = control.urgent.popleft()
-            clock.advance(msg.ts_init)
-            await loop.submit(msg)
+            await _submit_urgent(loop, clock, control)
             continue
         try:
             msg = bus.take_nowait()
             if msg is None:
+                _heartbeat(console, notifier)
+                wait = min(deadline - time.monotonic(), notifier.seconds_to_heartbeat(), 1.0)
                 with anyio.CancelScope() as control.waiting:
-                    msg = await bus.take(timeout=deadline - time.monotonic())
+                    msg = await bus.take(timeout=wait)
                 control.waiting = None
         except BusClosed:
             return
-        if msg is None:  # woken by a stop request or an urgent input, or the duration ran out
+        if msg is None:  # woken by a stop request or an urgent input, a heartbeat is due, or the time is up
             if time.monotonic() >= deadline:
                 control.request_stop("duration")
             continue
@@ -183,8 +269,26 @@ async def _consume(loop: TradingLoop, bus: Bus, clock: Clock, req: RunRequest, c
         count += 1
         if req.max_events is not None and count >= req.max_events:
             control.request_stop("max-events")
-        elif count & 1023 == 0 and time.monotonic() >= deadline:
-            control.request_stop("duration")
+        elif count & 1023 == 0:
+            _heartbeat(console, notifier)
+            if time.monotonic() >= deadline:
+                control.request_stop("duration")
+
+
+async def _submit_urgent(loop: TradingLoop, clock: Clock, control: _Control) -> None:
+    msg, done = control.urgent.popleft()
+    clock.advance(msg.ts_init)
+    seq, derived = await loop.submit(msg)
+    if done is not None:
+        await loop.journal.flush()  # whoever asked hears back once the input is durable
+        done(seq, derived)
+
+
+def _heartbeat(console: Console, notifier: Notifier) -> None:
+    now = time.monotonic()
+    console.rates.sample(console.loop.inputs, console.loop.derived, now)
+    if notifier.heartbeat_due(now):
+        notifier.heartbeat(console.summary_line())
 
 
 def _health_input(clock: Clock, reason: str | None, outage_ns: int) -> Input:
@@ -194,17 +298,76 @@ def _health_input(clock: Clock, reason: str | None, outage_ns: int) -> Input:
     return JournalRecovered(ts_event=now, ts_init=now, outage_ns=outage_ns)
 
 
-async def _run_feed(feed: Iterable[Input], publisher: MemoryObjectSendStream[Input], control: _Control) -> None:
+async def _run_feed(
+    feed: Iterable[Input], publisher: MemoryObjectSendStream[Input], control: _Control, rate: float | None
+) -> None:
     try:
-        await publish_all(feed, publisher)
+        await publish_all(feed, publisher, rate)
     except InputError as e:
         control.feed_error = e
         control.request_stop(f"feed error: {e}")
 
 
-async def _watch_signals(control: _Control) -> None:
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+async def _watch_signals(control: _Control, req: RunRequest, console: Console) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async for signum in signals:
             name = signal.Signals(signum).name
+            if signum == signal.SIGHUP:
+                _reload(control, req, console)
+                continue
             log.info("stop_requested", signal=name)
             control.request_stop(f"signal {name}")
+
+
+def _reload(control: _Control, req: RunRequest, console: Console) -> None:
+    """SIGHUP: re-read the configuration; risk limits change through the journal, the rest needs a restart.
+    A file that does not load changes nothing and says why."""
+    source = req.config_path or "(defaults and environment)"
+    try:
+        new = config.load(req.config_path)
+        _, restart = config.changes(console.cfg, new)
+        reload = _risk_reload(console.loop.kernel, console.cfg.risk, new.risk, source, req.clock.now(), restart)
+    except ConfigError as e:
+        log.error("config_reload_failed", source=source, error=str(e))
+        return
+    if restart:
+        log.warning("config_needs_restart", source=source, keys=restart)
+    if reload is None:
+        log.info("config_unchanged", source=source)
+        return
+    console.cfg = msgspec.structs.replace(console.cfg, risk=new.risk)
+    control.push_urgent(
+        reload, lambda seq, _: log.info("config_reloaded", source=source, seq=seq, changed=reload.changed,
+                                        needs_restart=restart)
+    )
+
+
+def _risk_reload(
+    kernel: Kernel, old: RiskLimits, new: RiskLimits, source: str, now: int, needs_restart: list[str] | None = None
+) -> ConfigReloaded | None:
+    """The input that moves the kernel's limits by what changed from `old` to `new` (None: nothing did)."""
+    limits, changed = config.apply_risk_changes(kernel.gate.limits, old, new)
+    if not changed and not needs_restart:
+        return None
+    return ConfigReloaded(ts_event=now, ts_init=now, source=source, risk=msgspec.json.encode(limits),
+                          changed=changed, needs_restart=needs_restart or [])
+
+
+async def _journal_config(store: JournalStore, name: str, current: TradingConfig) -> TradingConfig:
+    """The configuration the journal's kernel was built with; refuses settings it cannot take any more."""
+    await refuse_if_ingested(store, name, "trade on")
+    recorded = await trading_config(store, name, None, None)
+    if fixed := config.fixed_changes(recorded, current):
+        raise ConfigError(
+            f"journal {name!r} was started with other {', '.join(sorted({k.split('.')[0] for k in fixed}))} settings"
+            f" ({', '.join(fixed[:5])}{', ...' if len(fixed) > 5 else ''}); a journal keeps them for good, so that"
+            " replay follows it: restore them, or trade on a new journal"
+        )
+    return recorded
+
+
+def _user() -> str:
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())

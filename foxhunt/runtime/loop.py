@@ -9,13 +9,28 @@ are new inputs and go round the same way, in order, until nothing is left.
 
 from __future__ import annotations
 
+import time
 from collections import deque
-from typing import Literal
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Literal, Protocol
 
-from foxhunt.core.kernel import Kernel
-from foxhunt.messages.base import Input, Message
+import anyio
+
+from foxhunt.core.kernel import Kernel, Step
+from foxhunt.messages.base import Derived, Input, Message
 from foxhunt.messages.market import MARKET_DATA_TYPES
+from foxhunt.messages.orders import CancelOrder, ReplaceOrder, SubmitOrder
 from foxhunt.ports import JournalWriter, Venue
+
+
+class Observer(Protocol):
+    """What watches the loop for telemetry (observability/telemetry.py)."""
+
+    def on_step(self, msg: Input, derived: Sequence[Derived]) -> None: ...
+
+    def on_commit_wait(self, order_ids: list[str], started_ns: int, ended_ns: int) -> None: ...
+
+    def on_send(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder, received_ns: int) -> None: ...
 
 
 class DiscardingJournal(JournalWriter):
@@ -52,6 +67,10 @@ class TradingLoop:
         self.before_send = durability == "before_send"
         self.inputs = 0
         self.derived = 0
+        # called about once a second while the loop waits for the journal (to show systemd's watchdog
+        # that a wait, not a hang, holds it up); None: wait without waking
+        self.on_wait: Callable[[], None] | None = None
+        self.observer: Observer | None = None  # telemetry; None: off, at no cost
 
     async def take(self, msg: Input) -> None:
         """One input from a source: market data goes through `market`, anything else through `submit`."""
@@ -65,7 +84,7 @@ class TradingLoop:
         the commands the kernel decided are sent (so they meet the book this data describes)."""
         journal = self.journal
         if journal.backlogged:
-            await journal.relieve()
+            await self._wait(journal.relieve)
         # _handle, inlined: this runs for every tick of every backtest
         seq = journal.append(msg)
         step = self.kernel.handle(seq, msg)
@@ -75,23 +94,32 @@ class TradingLoop:
             self.derived += len(step.derived)
             for event in step.derived:
                 journal.append(event, seq)
+            if self.observer is not None:
+                self.observer.on_step(msg, step.derived)
         reports = self.venue.on_market(msg)
         if commands or reports:
             pending = deque(reports)
             await self._send(commands, pending)
             await self._drain(pending)
 
-    async def submit(self, msg: Input) -> None:
-        """Any other input (system events, venue reports, timers, operators)."""
-        await self._drain(deque((msg,)))
+    async def submit(self, msg: Input) -> tuple[int, Sequence[Derived]]:
+        """Any other input (system events, venue reports, timers, operators): its sequence number and
+        what it derived, once it and everything it set off are handled."""
+        if self.journal.backlogged:
+            await self._wait(self.journal.relieve)
+        seq, step = self._handle(msg)
+        pending: deque[Input] = deque()
+        await self._send(step.commands, pending)
+        await self._drain(pending)
+        return seq, step.derived
 
     async def _drain(self, pending: deque[Input]) -> None:
         while pending:
             if self.journal.backlogged:
-                await self.journal.relieve()
-            await self._send(self._handle(pending.popleft()), pending)
+                await self._wait(self.journal.relieve)
+            await self._send(self._handle(pending.popleft())[1].commands, pending)
 
-    def _handle(self, msg: Input):
+    def _handle(self, msg: Input) -> tuple[int, Step]:
         journal = self.journal
         seq = journal.append(msg)
         step = self.kernel.handle(seq, msg)
@@ -100,12 +128,31 @@ class TradingLoop:
             self.derived += len(step.derived)
             for event in step.derived:
                 journal.append(event, seq)
-        return step.commands
+        if self.observer is not None:
+            self.observer.on_step(msg, step.derived)
+        return seq, step
+
+    async def _wait(self, wait: Callable[[], Awaitable[None]]) -> None:
+        if self.on_wait is None:
+            return await wait()
+        while True:
+            with anyio.move_on_after(1.0) as scope:
+                await wait()  # relieve() and flush() wait on events: safe to interrupt and call again
+            if not scope.cancelled_caught:
+                return
+            self.on_wait()
 
     async def _send(self, commands, pending: deque[Input]) -> None:
         if not commands:
             return
+        observer = self.observer
         if self.before_send:
-            await self.journal.flush()
+            started = time.time_ns() if observer is not None else 0
+            await self._wait(self.journal.flush)
+            if observer is not None:
+                orders = [c.order_id for c in commands if type(c) is SubmitOrder]
+                observer.on_commit_wait(orders, started, time.time_ns())
         for cmd in commands:
+            if observer is not None:
+                observer.on_send(cmd, cmd.ts_init)
             pending.extend(self.venue.send(cmd))

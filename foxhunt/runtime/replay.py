@@ -165,13 +165,17 @@ async def backtest(store: JournalStore, name: str, trading: TradingConfig) -> di
     return summarize(kernel, events=events, seconds=seconds, journal=name, mode="backtest", inputs=loop.inputs)
 
 
-async def recover(store: JournalStore, name: str, kernel: Kernel, upto: int) -> int:
-    """Feed the journal's inputs up to `upto` through `kernel`; return how many there were."""
+async def recover(store: JournalStore, name: str, kernel: Kernel, upto: int) -> tuple[int, RunStarted | None]:
+    """Feed the journal's inputs up to `upto` through `kernel`; return how many there were, and the last
+    run's start."""
     inputs = 0
+    last_run = None
     async with aclosing(store.read(name, 1, upto, decode_derived=False)) as pages:
         async for page in pages:
             for record in page:
                 if record.causation is None:
                     kernel.handle(record.seq, record.message)
                     inputs += 1
-    return inputs
+                    if type(record.message) is RunStarted:
+                        last_run = record.message
+    return inputs, last_run

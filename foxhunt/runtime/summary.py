@@ -7,14 +7,20 @@ from foxhunt.core.orders import OrderStatus
 from foxhunt.messages.base import format_fixed
 
 
-def summarize(kernel: Kernel, *, events: int, seconds: float, **extra: object) -> dict[str, object]:
-    positions = kernel.portfolio.positions.values()
+def money_by_currency(kernel: Kernel) -> dict[str, dict[str, int]]:
+    """Realised, unrealised PnL and commissions (nanos) per currency, currencies in sorted order."""
     by_currency: dict[str, dict[str, int]] = {}
-    for pos in positions:
+    for pos in kernel.portfolio.positions.values():
         money = by_currency.setdefault(pos.currency, {"realized": 0, "unrealized": 0, "commissions": 0})
         money["realized"] += pos.realized_pnl
         money["unrealized"] += pos.unrealized_pnl
         money["commissions"] += pos.commissions
+    return dict(sorted(by_currency.items()))
+
+
+def summarize(kernel: Kernel, *, events: int, seconds: float, **extra: object) -> dict[str, object]:
+    positions = kernel.portfolio.positions.values()
+    by_currency = money_by_currency(kernel)
     orders = kernel.orders.by_id.values()
     return {
         **extra,

@@ -25,10 +25,12 @@ class SyntheticFeed:
     instrument: Instrument
     start_price: int
     clock: Clock
+    rate: float | None = None  # quotes per second, paced by the daemon's publisher; on the wall clock,
+    # quotes are then stamped with the time they are made, like a live feed's
 
     @classmethod
     def from_options(cls, options: dict[str, str], instruments: dict[str, Instrument], clock: Clock):
-        known = {"seed", "n", "symbol", "price"}
+        known = {"seed", "n", "symbol", "price", "rate"}
         if unknown := set(options) - known:
             raise InputError(f"synthetic feed: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
         symbol = options.get("symbol", "EURUSD")
@@ -37,11 +39,12 @@ class SyntheticFeed:
         try:
             seed, n = int(options.get("seed", "7")), int(options.get("n", "100000"))
             price = parse_fixed(options.get("price", "1.10000"))
+            rate = float(options["rate"]) if "rate" in options else None
         except ValueError as e:
             raise InputError(f"synthetic feed: {e}") from e
-        if n < 0 or price <= 0:
-            raise InputError("synthetic feed: n must be >= 0 and price > 0")
-        return cls(seed, n, instruments[symbol], price, clock)
+        if n < 0 or price <= 0 or (rate is not None and not 0 < rate < float("inf")):
+            raise InputError("synthetic feed: n must be >= 0, price > 0 and rate a positive number")
+        return cls(seed, n, instruments[symbol], price, clock, rate)
 
     def __iter__(self) -> Iterator[QuoteTick]:
         rng = random.Random(self.seed)
@@ -52,8 +55,11 @@ class SyntheticFeed:
         stamp = self.clock.stamp
         mid = self.start_price - self.start_price % tick
         ts = START_NS
+        live = self.rate is not None and self.clock.name == "wall"
         for _ in range(self.n):
             ts += randrange(1, 200) * 1_000_000  # 1 to 199 ms apart
+            if live:  # paced in real time: a live feed, whose quotes carry the time they arrive
+                ts = self.clock.now()
             mid = max(mid + randrange(-3, 4) * tick, 10 * tick)
             half = randrange(1, 3) * tick
             yield QuoteTick(

@@ -1,0 +1,231 @@
+"""What the admin socket reaches inside the daemon: queries read state, commands become journal inputs.
+
+Queries run on the event loop between two inputs, so they see the kernel between steps, never in the
+middle of one. A command that changes state is turned into an `AdminCommand` carrying the operator's uid
+and user name and the reason, and handed to the trading loop's urgent lane: the loop journals it, the
+kernel applies it, and the reply (sent once the journal has committed it) lists what it derived. Replay
+meets the same input at the same sequence number and does the same.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from contextlib import aclosing
+from typing import Any
+
+import msgspec
+
+from foxhunt.admin.protocol import Parsed, UsageError
+from foxhunt.admin.server import Peer
+from foxhunt.config import Config
+from foxhunt.core.orders import Order
+from foxhunt.messages.base import Derived, format_fixed
+from foxhunt.messages.system import AdminCommand
+from foxhunt.ports import Clock, JournalStore
+from foxhunt.runtime.loop import TradingLoop
+from foxhunt.runtime.summary import money_by_currency
+
+Submit = Callable[[AdminCommand], Awaitable[tuple[int, list[Derived]]]]
+
+
+class Rates:
+    """Inputs and derived events per second over about the last minute, from samples the loop takes."""
+
+    def __init__(self, keep: int = 64) -> None:
+        self.samples: deque[tuple[float, int, int]] = deque(maxlen=keep)
+
+    def sample(self, inputs: int, derived: int, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        if self.samples and now - self.samples[-1][0] < 1.0:
+            return
+        self.samples.append((now, inputs, derived))
+        while len(self.samples) > 2 and now - self.samples[1][0] >= 60.0:
+            self.samples.popleft()
+
+    def per_second(self, inputs: int, derived: int) -> dict[str, float]:
+        if not self.samples:
+            return {"inputs": 0.0, "derived": 0.0, "window_s": 0.0}
+        t0, i0, d0 = self.samples[0]
+        span = time.monotonic() - t0
+        if span <= 0:
+            return {"inputs": 0.0, "derived": 0.0, "window_s": 0.0}
+        return {"inputs": round((inputs - i0) / span, 1), "derived": round((derived - d0) / span, 1),
+                "window_s": round(span, 1)}
+
+
+class Console:
+    def __init__(
+        self, loop: TradingLoop, store: JournalStore, journal: str, cfg: Config, clock: Clock, submit: Submit,
+        venue: str,
+    ) -> None:
+        self.loop = loop
+        self.store = store
+        self.journal = journal
+        self.cfg = cfg
+        self.clock = clock
+        self.submit = submit
+        self.venue = venue
+        self.started = time.monotonic()
+        self.rates = Rates()
+
+    async def __call__(self, parsed: Parsed, peer: Peer) -> Any:
+        match parsed.command:
+            case "status":
+                return self.status()
+            case "positions":
+                return self.positions()
+            case "orders":
+                return self.orders(only_open="--open" in parsed.flags)
+            case "pnl":
+                return self.pnl()
+            case "risk":
+                return self.risk()
+            case "journal":
+                return await self.journal_tail(_count(parsed.options.get("-n", "10")))
+            case "config":
+                return self.config()
+        return await self.command(parsed, peer)
+
+    # --- queries ---------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        loop, kernel = self.loop, self.loop.kernel
+        journal = loop.journal
+        return {
+            "uptime_s": round(time.monotonic() - self.started, 1),
+            "journal": self.journal,
+            "last_seq": journal.last_seq,
+            "committed_seq": journal.committed_seq,
+            "lag": journal.last_seq - journal.committed_seq,
+            "durability": "before_send" if loop.before_send else "async",
+            "inputs": loop.inputs,
+            "derived": loop.derived,
+            "rates_per_s": self.rates.per_second(loop.inputs, loop.derived),
+            "venues": {self.venue: "down" if self.venue in kernel.venues_down else "connected"},
+            "trading_state": kernel.state.value,
+            "open_orders": len(kernel.orders.open),
+            "paused_strategies": sorted(kernel.paused),
+        }
+
+    def summary_line(self) -> str:
+        """The one-line STATUS= for systemd."""
+        k, j = self.loop.kernel, self.loop.journal
+        return (f"{k.state.value} journal={self.journal} seq={j.last_seq} lag={j.last_seq - j.committed_seq} "
+                f"inputs={self.loop.inputs} open_orders={len(k.orders.open)}")
+
+    def positions(self) -> list[dict[str, Any]]:
+        return [
+            {"symbol": p.symbol, "quantity": format_fixed(p.quantity), "avg_price": format_fixed(p.avg_price),
+             "mark": format_fixed(p.mark), "unrealized_pnl": format_fixed(p.unrealized_pnl),
+             "realized_pnl": format_fixed(p.realized_pnl), "commissions": format_fixed(p.commissions),
+             "currency": p.currency, "fills": p.fills}
+            for _, p in sorted(self.loop.kernel.portfolio.positions.items())
+            if p.quantity or p.fills
+        ]
+
+    def orders(self, only_open: bool) -> list[dict[str, Any]]:
+        kernel = self.loop.kernel
+        orders = kernel.orders.open.values() if only_open else kernel.orders.by_id.values()
+        return [_order(o) for o in orders]
+
+    def pnl(self) -> dict[str, Any]:
+        portfolio = self.loop.kernel.portfolio
+        money = money_by_currency(self.loop.kernel)
+        return {
+            "by_currency": {
+                ccy: {"realized": format_fixed(m["realized"]), "unrealized": format_fixed(m["unrealized"]),
+                      "commissions": format_fixed(m["commissions"]),
+                      "net": format_fixed(m["realized"] + m["unrealized"] - m["commissions"])}
+                for ccy, m in money.items()
+            },
+            "equity": format_fixed(portfolio.equity),
+            "peak_equity": format_fixed(portfolio.peak_equity),
+            "max_drawdown": format_fixed(portfolio.max_drawdown),
+        }
+
+    def risk(self) -> dict[str, Any]:
+        kernel = self.loop.kernel
+        gate, breakers = kernel.gate, kernel.safeguards.breakers
+        return {
+            "trading_state": kernel.state.value,
+            "limits": msgspec.to_builtins(gate.limits),
+            "usage": {
+                "open_orders": len(kernel.orders.open),
+                "working": {s: {"buy_qty": format_fixed(w[0]), "sell_qty": format_fixed(w[1]), "orders": w[2]}
+                            for s, w in sorted(gate.working.items()) if any(w)},
+                "gross_exposure": format_fixed(kernel.portfolio.gross_exposure) if kernel.portfolio.track_gross else None,
+                "net_exposure": format_fixed(kernel.portfolio.net_exposure),
+            },
+            "breakers": {
+                "loss_breakers_armed": breakers.armed,
+                "day_start_equity": format_fixed(breakers.day_start_equity),
+                "max_daily_loss": _money(breakers.max_daily_loss),
+                "max_drawdown": _money(breakers.max_drawdown),
+                "action": breakers.action.value,
+                "market_wide_levels_tripped": kernel.safeguards.market_wide.tripped,
+            },
+            "paused_instruments": sorted(gate.paused_instruments()),
+            "paused_strategies": sorted(kernel.paused),
+        }
+
+    async def journal_tail(self, count: int) -> list[dict[str, Any]]:
+        last = self.loop.journal.committed_seq
+        out: list[dict[str, Any]] = []
+        async with aclosing(self.store.read(self.journal, max(1, last - count + 1), count)) as pages:
+            async for page in pages:
+                out.extend(
+                    {"seq": r.seq, "causation": r.causation, "kind": type(r.message).__name__,
+                     "event": msgspec.to_builtins(r.message)}
+                    for r in page
+                )
+        return out
+
+    def config(self) -> dict[str, Any]:
+        raw = msgspec.to_builtins(self.cfg)
+        if raw["journal"]["dsn"]:
+            raw["journal"]["dsn"] = _redact(raw["journal"]["dsn"])
+        return raw
+
+    # --- commands --------------------------------------------------------------------------------
+
+    async def command(self, parsed: Parsed, peer: Peer) -> dict[str, Any]:
+        now = self.clock.now()
+        cmd = AdminCommand(
+            ts_event=now, ts_init=now, command=parsed.command, args=parsed.args, operator_uid=peer.uid,
+            operator=peer.user, reason=parsed.reason,
+        )
+        seq, derived = await self.submit(cmd)
+        return {
+            "seq": seq,
+            "trading_state": self.loop.kernel.state.value,
+            "derived": [{"kind": type(e).__name__, "event": msgspec.to_builtins(e)} for e in derived],
+        }
+
+
+def _order(o: Order) -> dict[str, Any]:
+    return {
+        "order_id": o.order_id, "strategy": o.strategy_id, "symbol": o.symbol, "side": o.side.value,
+        "type": o.order_type.value, "quantity": format_fixed(o.quantity), "filled": format_fixed(o.filled_qty),
+        "price": None if o.price is None else format_fixed(o.price), "status": o.status.value,
+    }
+
+
+def _money(value: int | None) -> str | None:
+    return None if value is None else format_fixed(value)
+
+
+def _count(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) <= 1000:
+        raise UsageError(f"journal tail: -n takes a whole number from 1 to 1000, got {text!r}")
+    return int(text)
+
+
+def _redact(dsn: str) -> str:
+    """Hide a password in a DSN, in URL (user:pw@) or key=value (password=...) form."""
+    if "://" in dsn and "@" in dsn:
+        scheme, rest = dsn.split("://", 1)
+        creds, _, host = rest.rpartition("@")
+        return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}" if ":" in creds else dsn
+    return " ".join("password=***" if part.startswith("password=") else part for part in dsn.split())

@@ -1,0 +1,162 @@
+"""The admin socket server against real Unix sockets: permissions, peer credentials, and clients that
+send garbage, oversized frames or nothing at all, none of which may crash or stall it."""
+
+from __future__ import annotations
+
+import contextlib
+import grp
+import os
+import pwd
+import socket
+import stat
+
+import anyio
+import pytest
+
+from foxhunt.admin import protocol
+from foxhunt.admin.protocol import Request
+from foxhunt.admin.server import Access, ServerPolicy, bind, serve
+from foxhunt.errors import ConfigError
+
+
+class Recorder:
+    """A handler that answers queries with the peer's name and records what it was asked."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[str], str, str]] = []
+
+    async def __call__(self, parsed, peer):
+        self.calls.append((parsed.command, parsed.args, parsed.reason, peer.user))
+        if parsed.command == "pnl":
+            raise RuntimeError("a bug in a query")
+        return {"user": peer.user, "uid": peer.uid}
+
+
+def me() -> str:
+    return pwd.getpwuid(os.geteuid()).pw_name
+
+
+def another_user() -> str:
+    """An existing user that is not us: peer credentials are what is checked, not the file mode."""
+    return next(p.pw_name for p in pwd.getpwall() if p.pw_uid != os.geteuid())
+
+
+async def ask(path, payload: bytes) -> protocol.Reply:
+    async with await anyio.connect_unix(path) as s:
+        await s.send(payload)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + protocol.frame_length(data[:4]):
+            chunk = await s.receive()
+            data += chunk
+        return protocol.decode_reply(data[4:])
+
+
+async def request(path, *argv: str) -> protocol.Reply:
+    return await ask(path, protocol.frame(Request(argv=list(argv))))
+
+
+@contextlib.asynccontextmanager
+async def running(tmp_path):
+    """A server in a task group of the test's own task (an async fixture would run it in another)."""
+    handler = Recorder()
+    policy = ServerPolicy(path=tmp_path / "a.sock", access=Access.resolve([], []), max_connections=3,
+                          idle_timeout=30, frame_timeout=0.5)
+    async with anyio.create_task_group() as tg:
+        await tg.start(serve, policy, handler)
+        yield policy, handler
+        tg.cancel_scope.cancel()
+
+
+async def test_socket_is_private_and_answers_its_owner(tmp_path):
+    async with running(tmp_path) as (policy, handler):
+        assert stat.S_IMODE(policy.path.stat().st_mode) == 0o600
+        reply = await request(policy.path, "halt", "--reason", "test")
+        assert reply.ok and reply.result == {"user": me(), "uid": os.geteuid()}
+        assert handler.calls == [("halt", [], "test", me())]
+
+
+async def test_usage_errors_and_failing_queries_are_answered_and_the_server_carries_on(tmp_path):
+    async with running(tmp_path) as (policy, _):
+        assert (await request(policy.path, "dance")).error == "unknown command 'dance'; try 'help'"
+        failed = await request(policy.path, "pnl")
+        assert not failed.ok and "RuntimeError: a bug in a query" in failed.error
+        assert "status" in (await request(policy.path, "help")).result
+        assert (await request(policy.path, "status")).ok
+
+
+@pytest.mark.parametrize(
+    "payload, error",
+    [
+        (b"\xff\xff\xff\xff", "limit is 65536"),
+        (b"\x00\x00\x00\x05hello", "bad request"),
+        (b"\x00\x00\x00\x0b{\"argv\": 1}", "bad request"),
+    ],
+)
+async def test_garbage_and_oversized_frames_get_an_error(tmp_path, payload, error):
+    async with running(tmp_path) as (policy, handler):
+        reply = await ask(policy.path, payload)
+        assert not reply.ok and error in reply.error
+        assert (await request(policy.path, "status")).ok  # and the server is still there
+
+
+async def test_silent_and_half_frame_clients_stall_nobody(tmp_path):
+    async with running(tmp_path) as (policy, handler):
+        async with await anyio.connect_unix(policy.path), await anyio.connect_unix(policy.path) as half:
+            await half.send(b"\x00\x00\x01\x00{")  # promises 256 bytes, sends one
+            with anyio.fail_after(2):
+                assert (await request(policy.path, "status")).ok  # served while both hang
+            with anyio.fail_after(2), pytest.raises(anyio.EndOfStream):
+                await half.receive()  # the half frame is cut off after frame_timeout
+
+
+async def test_connections_beyond_the_limit_are_refused_with_a_reason(tmp_path):
+    async with running(tmp_path) as (policy, handler):
+        async with await anyio.connect_unix(policy.path), await anyio.connect_unix(policy.path), \
+                await anyio.connect_unix(policy.path):
+            await anyio.sleep(0.05)
+            reply = await request(policy.path, "status")
+            assert not reply.ok and "too many admin connections (limit 3)" in reply.error
+        await anyio.sleep(0.05)
+        assert (await request(policy.path, "status")).ok
+
+
+async def test_a_user_who_is_not_allowed_is_refused_by_peer_credentials(tmp_path):
+    handler = Recorder()
+    policy = ServerPolicy(path=tmp_path / "b.sock", access=Access.resolve([another_user()], []))
+    async with anyio.create_task_group() as tg:
+        await tg.start(serve, policy, handler)
+        reply = await request(policy.path, "kill", "--reason", "intruder")
+        tg.cancel_scope.cancel()
+    assert not reply.ok and reply.error == f"permission denied for user {me()} (uid {os.geteuid()})"
+    assert handler.calls == []
+
+
+async def test_group_mode_and_allowed_groups(tmp_path):
+    group = grp.getgrgid(os.getegid()).gr_name
+    policy = ServerPolicy(path=tmp_path / "c.sock", group=group, access=Access.resolve([another_user()], [group]))
+    async with anyio.create_task_group() as tg:
+        await tg.start(serve, policy, Recorder())
+        assert stat.S_IMODE(policy.path.stat().st_mode) == 0o660
+        assert policy.path.stat().st_gid == os.getegid()
+        assert (await request(policy.path, "status")).ok  # allowed through our group
+        tg.cancel_scope.cancel()
+    assert not policy.path.exists()  # removed on the way out
+
+
+def test_unknown_users_groups_and_a_live_socket_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="admin.allowed_users: no such user"):
+        Access.resolve(["no-such-user-here"], [])
+    with pytest.raises(ConfigError, match="admin.allowed_groups: no such group"):
+        Access.resolve([], ["no-such-group-here"])
+    path = tmp_path / "live.sock"
+    live = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    live.bind(str(path))
+    live.listen(1)
+    try:
+        with pytest.raises(ConfigError, match="in use by another running daemon"):
+            bind(ServerPolicy(path=path))
+    finally:
+        live.close()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="exists and is not a socket"):
+        bind(ServerPolicy(path=tmp_path / "file"))
