@@ -75,7 +75,7 @@ def operations(cfg: Config, journal: str) -> Operations:
             max_connections=a.max_connections, idle_timeout=a.idle_timeout,
         )
     exporter = cfg.telemetry.exporter or ("otlp" if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") else "none")
-    tel = telemetry.build(exporter, cfg.telemetry.metrics_interval, "foxhunt", journal)
+    tel = telemetry.build(exporter, cfg.telemetry.metrics_interval, "foxhunt", journal, cfg.telemetry.traces_per_second)
     return Operations(notifier=Notifier(), admin=admin, telemetry=tel)
 
 

@@ -81,10 +81,11 @@ class TelemetryConfig(_Section, frozen=True, kw_only=True):
     # OTEL_EXPORTER_OTLP_ENDPOINT. Default: otlp when that variable is set, else none.
     exporter: Literal["", "none", "console", "otlp"] = ""
     metrics_interval: float = 10.0  # seconds between metric exports
+    traces_per_second: float = 20.0  # orders traced and timed per second, at most (counters count them all)
 
     def __post_init__(self) -> None:
-        if self.metrics_interval <= 0:
-            raise ValueError(f"metrics_interval must be positive, got {self.metrics_interval}")
+        if self.metrics_interval <= 0 or self.traces_per_second < 0:
+            raise ValueError("needs metrics_interval > 0 and traces_per_second >= 0")
 
 
 class InstrumentConfig(_Section, frozen=True, kw_only=True):

@@ -2,11 +2,20 @@
 
 What is measured, and where:
 - a trace per order: one span from the tick that led to it to its last report, with events for the
-  tick, the decision and the risk verdict, the venue send, the acknowledgement and each fill, and a child
-  span for the journal commit the order waited for (durability `before_send`);
+  tick, the decision, the risk verdict, the journal commit it waited for (durability `before_send`),
+  the venue send, the acknowledgement and each fill. On the order's path only timestamps are noted; the
+  span is built once the order is done (filled, canceled, rejected, expired or denied), so tracing never
+  delays an order;
 - metrics: journal events committed by kind and commit latency (from the writer, per batch), risk
   denials by reason, tick-to-order latency (tick received to order handed to the venue) and venue round
   trip (order sent to its acknowledgement).
+
+Sampling: the Python SDK takes on the order of 100 us of CPU per traced order (building the span with
+its events, two histogram records), which a strategy that orders every few dozen ticks would feel. So
+at most `traces_per_second` orders are traced and timed each second (all of them at a desk's usual
+order rates; a bounded sample, and a bounded cost, in a burst); the latency histograms are estimated
+from that sample, and the counters (events, denials) always count everything. Measured in
+bench/telemetry_overhead.py, recorded in docs/benchmarks.md.
 
 The trading loop calls `on_step` only for steps that derived something or are not market data, and
 `on_send` per command sent, so a quote that changes nothing costs one attribute test. Event counts are
@@ -24,7 +33,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from opentelemetry import trace
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricReader, PeriodicExportingMetricReader
@@ -51,7 +59,9 @@ _ENDS = (OrderFilled, OrderCanceled, OrderRejected, OrderExpired, OrderDenied)
 MAX_OPEN_SPANS = 10_000  # an order that never hears back must not keep its span (and memory) forever
 
 
-def build(exporter: str, interval_s: float, service: str, journal: str) -> Telemetry | None:
+def build(
+    exporter: str, interval_s: float, service: str, journal: str, traces_per_second: float = 20.0
+) -> Telemetry | None:
     """The configured telemetry, or None when it is off."""
     if exporter == "none":
         return None
@@ -65,11 +75,26 @@ def build(exporter: str, interval_s: float, service: str, journal: str) -> Telem
     else:
         spans = ConsoleSpanExporter(out=sys.stderr)
         reader = PeriodicExportingMetricReader(ConsoleMetricExporter(out=sys.stderr), int(interval_s * 1000))
-    return Telemetry(resource, spans, reader)
+    return Telemetry(resource, spans, reader, traces_per_second)
+
+
+class _Trace:
+    """What is known of one order's life so far: plain values, cheap to note on the hot path. The span is
+    built from it once the order's life is over, so that building it never delays the order itself."""
+
+    __slots__ = ("attributes", "events", "sent_ns", "start_ns")
+
+    def __init__(self, start_ns: int, attributes: dict[str, Any]) -> None:
+        self.start_ns = start_ns
+        self.attributes = attributes
+        self.events: list[tuple[str, int, dict[str, Any]]] = []
+        self.sent_ns = 0
 
 
 class Telemetry:
-    def __init__(self, resource: Resource, spans: SpanExporter, reader: MetricReader) -> None:
+    def __init__(
+        self, resource: Resource, spans: SpanExporter, reader: MetricReader, traces_per_second: float = 20.0
+    ) -> None:
         self.tracer_provider = TracerProvider(resource=resource)
         self.tracer_provider.add_span_processor(BatchSpanProcessor(spans))
         self.meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
@@ -92,7 +117,10 @@ class Telemetry:
         self.round_trip = meter.create_histogram(
             "foxhunt.venue.round_trip.duration", unit="s", description="order sent to the venue's acknowledgement"
         )
-        self.open: dict[str, tuple[Any, int]] = {}  # order id -> (span, ns it was sent, 0 before)
+        self.traces_per_second = traces_per_second  # orders traced and timed per second, at most
+        self._window_end = 0
+        self._in_window = 0
+        self.open: dict[str, _Trace] = {}
 
     # --- hooks ---------------------------------------------------------------------------------------
 
@@ -108,36 +136,34 @@ class Telemetry:
                 case SubmitOrder():
                     self._start(event, msg, now)
                 case OrderSubmitted():
-                    self._event(event.order_id, "risk_check", now, {"verdict": "approved"})
+                    self._note(event.order_id, "risk_check", now, {"verdict": "approved"})
                 case OrderDenied():
                     self.denials.add(1, {"reason": event.reason})
-                    self._event(event.order_id, "risk_check", now, {"verdict": "denied", "reason": event.reason,
-                                                                    "detail": event.detail})
+                    self._note(event.order_id, "risk_check", now,
+                               {"verdict": "denied", "reason": event.reason, "detail": event.detail})
                     self._end(event.order_id, now, "denied")
         match msg:
             case OrderAccepted():
                 self._accepted(msg.order_id, now)
             case OrderPartiallyFilled() | OrderFilled():
-                self._event(msg.order_id, "fill", now, {"last_qty": msg.last_qty, "last_price": msg.last_price})
+                self._note(msg.order_id, "fill", now, {"last_qty": msg.last_qty, "last_price": msg.last_price})
         if isinstance(msg, _ENDS):
             self._end(msg.order_id, now, type(msg).__name__)
 
     def on_commit_wait(self, order_ids: Iterable[str], started_ns: int, ended_ns: int) -> None:
         """The journal commit that orders waited for before they could be sent (`before_send`)."""
         for order_id in order_ids:
-            entry = self.open.get(order_id)
-            if entry is not None:
-                with trace.use_span(entry[0], end_on_exit=False):
-                    self.tracer.start_span("journal_commit", start_time=started_ns).end(end_time=ended_ns)
+            self._note(order_id, "journal_commit", ended_ns, {"waited_us": (ended_ns - started_ns) // 1000})
 
-    def on_send(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder, received_ns: int) -> None:
-        now = time.time_ns()
+    def on_send(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder, received_ns: int, now: int) -> None:
+        """A command handed to the venue at `now`, for an input received at `received_ns`."""
+        trace_ = self.open.get(cmd.order_id)
+        if trace_ is None:
+            return
         if isinstance(cmd, SubmitOrder):
             self.tick_to_order.record((now - received_ns) / 1e9)
-            entry = self.open.get(cmd.order_id)
-            if entry is not None:
-                self.open[cmd.order_id] = (entry[0], now)
-        self._event(cmd.order_id, f"venue_send_{type(cmd).__name__}", now, {})
+            trace_.sent_ns = now
+        trace_.events.append((f"venue_send_{type(cmd).__name__}", now, {}))
 
     def shutdown(self) -> None:
         now = time.time_ns()
@@ -149,36 +175,43 @@ class Telemetry:
     # --- spans ---------------------------------------------------------------------------------------
 
     def _start(self, cmd: SubmitOrder, cause: Input, now: int) -> None:
+        if now >= self._window_end:
+            self._window_end, self._in_window = now + 1_000_000_000, 0
+        if self._in_window >= self.traces_per_second:
+            return
+        self._in_window += 1
         if len(self.open) >= MAX_OPEN_SPANS:
             self._end(next(iter(self.open)), now, "span limit reached")
-        span = self.tracer.start_span(
-            "order", start_time=min(cause.ts_init, now),
-            attributes={"order_id": cmd.order_id, "strategy": cmd.strategy_id, "symbol": cmd.symbol,
-                        "side": cmd.side.value, "type": cmd.order_type.value, "quantity": cmd.quantity},
-        )
-        span.add_event("tick", {"kind": type(cause).__name__}, timestamp=min(cause.ts_init, now))
-        span.add_event("decision", {}, timestamp=now)
-        self.open[cmd.order_id] = (span, 0)
+        tick = min(cause.ts_init, now)
+        trace_ = self.open[cmd.order_id] = _Trace(tick, {
+            "order_id": cmd.order_id, "strategy": cmd.strategy_id, "symbol": cmd.symbol, "side": cmd.side.value,
+            "type": cmd.order_type.value, "quantity": cmd.quantity,
+        })
+        trace_.events += [("tick", tick, {"kind": type(cause).__name__}), ("decision", now, {})]
 
-    def _event(self, order_id: str, name: str, now: int, attributes: dict[str, Any]) -> None:
-        entry = self.open.get(order_id)
-        if entry is not None:
-            entry[0].add_event(name, attributes, timestamp=now)
+    def _note(self, order_id: str, name: str, now: int, attributes: dict[str, Any]) -> None:
+        trace_ = self.open.get(order_id)
+        if trace_ is not None:
+            trace_.events.append((name, now, attributes))
 
     def _accepted(self, order_id: str, now: int) -> None:
-        entry = self.open.get(order_id)
-        if entry is None:
+        trace_ = self.open.get(order_id)
+        if trace_ is None:
             return
-        if entry[1]:
-            self.round_trip.record((now - entry[1]) / 1e9)
-        entry[0].add_event("acknowledged", {}, timestamp=now)
+        if trace_.sent_ns:
+            self.round_trip.record((now - trace_.sent_ns) / 1e9)
+            trace_.sent_ns = 0  # a replace is acknowledged too: the round trip is the order's first
+        trace_.events.append(("acknowledged", now, {}))
 
     def _end(self, order_id: str, now: int, outcome: str) -> None:
-        entry = self.open.pop(order_id, None)
-        if entry is not None:
-            entry[0].set_attribute("outcome", outcome)
-            entry[0].end(end_time=now)
+        trace_ = self.open.pop(order_id, None)
+        if trace_ is None:
+            return
+        span = self.tracer.start_span("order", start_time=trace_.start_ns, attributes=trace_.attributes)
+        for name, ts, attributes in trace_.events:
+            span.add_event(name, attributes, timestamp=ts)
+        span.set_attribute("outcome", outcome)
+        span.end(end_time=now)
 
     def _observe_committed(self, _options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(count, {"kind": kind}) for kind, count in sorted(self.committed.items())]
-

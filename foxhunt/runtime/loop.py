@@ -30,7 +30,7 @@ class Observer(Protocol):
 
     def on_commit_wait(self, order_ids: list[str], started_ns: int, ended_ns: int) -> None: ...
 
-    def on_send(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder, received_ns: int) -> None: ...
+    def on_send(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder, received_ns: int, sent_ns: int) -> None: ...
 
 
 class DiscardingJournal(JournalWriter):
@@ -153,6 +153,9 @@ class TradingLoop:
                 orders = [c.order_id for c in commands if type(c) is SubmitOrder]
                 observer.on_commit_wait(orders, started, time.time_ns())
         for cmd in commands:
-            if observer is not None:
-                observer.on_send(cmd, cmd.ts_init)
-            pending.extend(self.venue.send(cmd))
+            if observer is None:
+                pending.extend(self.venue.send(cmd))
+            else:  # the observer hears of it after the venue has it: it never delays a send
+                sent = time.time_ns()
+                pending.extend(self.venue.send(cmd))
+                observer.on_send(cmd, cmd.ts_init, sent)
