@@ -136,3 +136,28 @@ def test_config_changes_split_risk_limits_from_settings_that_need_a_restart():
     assert risk == ["collar_bps", "instruments.EURUSD.max_order_qty"]
     assert restart == ["journal.batch_max"]
     assert config.changes(old, old) == ([], [])
+
+
+# --- the systemd unit ----------------------------------------------------------------------------
+
+
+def test_the_unit_file_passes_systemd_analyze_verify(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    analyze = shutil.which("systemd-analyze")
+    unit = (Path(__file__).parents[1] / "scripts" / "foxhunt.service").read_text()
+    for line in ("Type=notify", "WatchdogSec=", "Restart=on-failure", "StateDirectory=foxhunt",
+                 "RuntimeDirectory=foxhunt", "CacheDirectory=foxhunt", "NoNewPrivileges=yes",
+                 "ProtectSystem=strict", "PrivateTmp=yes", "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"):
+        assert line in unit, line
+    if analyze is None:  # the checks above still ran; verify needs systemd's own tool
+        return
+    # verify needs the ExecStart binary to exist: point it at this checkout's interpreter
+    bin_dir = Path(sys.executable).parent
+    (tmp_path / "foxhunt.service").write_text(unit.replace("/opt/foxhunt/venv/bin", str(bin_dir)))
+    result = subprocess.run([analyze, "verify", str(tmp_path / "foxhunt.service")], capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0 and "foxhunt.service" not in result.stderr, result.stderr

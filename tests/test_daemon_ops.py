@@ -161,6 +161,14 @@ def test_the_daemon_under_systemd_and_an_operator(cli_env, pg_dsn, journal_name,
         bad = subprocess.run([sys.executable, "-m", "foxhunt", "admin", "--config", str(place / "foxhunt.toml"),
                               "-c", "halt"], env=cli_env, capture_output=True, text=True, timeout=60)
         assert bad.returncode == 2 and "needs --reason" in bad.stderr
+        # the REPL, fed by a pipe: errors are answered and it carries on until quit
+        repl = subprocess.run([sys.executable, "-m", "foxhunt", "admin", "--config", str(place / "foxhunt.toml")],
+                              input="status\nbogus 'unclosed\nbogus\nhelp kill\nquit\n",
+                              env={**cli_env, "HOME": str(place)}, capture_output=True, text=True, timeout=60)
+        assert repl.returncode == 0, repl.stderr
+        assert "trading_state" in repl.stdout and "kill --reason TEXT" in repl.stdout
+        assert "No closing quotation" in repl.stderr and "unknown command 'bogus'" in repl.stderr
+        assert (place / ".foxhunt_admin_history").exists()
 
         if os.geteuid() == 0:  # a real other user, whose only obstacle is the peer-credential check
             intruder = subprocess.run(["/usr/bin/python3", "-c", INTRUDER, str(place / "admin.sock")],

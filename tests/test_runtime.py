@@ -138,3 +138,23 @@ async def test_a_restart_with_another_strategy_is_refused_naming_the_settings():
     other = config.load(None, env={"FOXHUNT_STRATEGY__EMA_CROSS__FAST": "4"})
     with pytest.raises(ConfigError, match=r"other strategy settings \(strategy.ema_cross.fast\)"):
         await run_paper(store, other, RunRequest("j", synthetic(100, clock), clock), FINGERPRINT)
+
+
+@pytest.mark.parametrize("policy", ["cancel", "leave"])
+async def test_a_deliberate_stop_cancels_working_orders_first_or_leaves_them_by_policy(policy):
+    # a venue slower than the feed's last minute: the last orders are still working when the run stops
+    cfg = config.load(None, env={"FOXHUNT_VENUE__LATENCY_NS": str(60 * 10**9), "FOXHUNT_RUN__ON_STOP": policy})
+    store = MemoryJournalStore()
+    clock = EventClock()
+    await run_paper(store, cfg, RunRequest("j", synthetic(3000, clock), clock, max_events=2500), FINGERPRINT)
+    recorded = await messages(store, "j")
+    stop_commands = [m for m in recorded if type(m).__name__ == "AdminCommand"]
+    if policy == "cancel":
+        (cancel,) = stop_commands
+        assert cancel.args == ["all"] and cancel.reason == "stop policy on_stop=cancel: max-events"
+        tail = recorded[recorded.index(cancel):]
+        assert sum(type(m).__name__ == "CancelOrder" for m in tail) >= 1
+        trading = await replay.trading_config(store, "j", None, None)
+        assert (await replay.verify(store, "j", trading))["trading_state"] == "ACTIVE"
+    else:
+        assert stop_commands == []

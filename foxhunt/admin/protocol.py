@@ -51,7 +51,8 @@ class Spec:
 COMMANDS: dict[str, Spec] = {
     "status": Spec("status", "uptime, journal position and lag, event rates, venue sessions, trading state"),
     "positions": Spec("positions", "open positions with average price, mark and PnL"),
-    "orders": Spec("orders [--open]", "orders of this run's kernel; --open: only working ones", flags=("--open",)),
+    "orders": Spec("orders [--open] [-n N]", "the last N orders (default 50); --open: only working ones",
+                   flags=("--open",), options=("-n",)),
     "pnl": Spec("pnl", "realised and unrealised PnL, commissions, equity, peak and drawdown"),
     "risk": Spec("risk", "trading state, limits and their usage, breakers, paused instruments and strategies"),
     "journal": Spec("journal tail [-n N]", "the last N committed events (default 10)", (1, 1), options=("-n",),

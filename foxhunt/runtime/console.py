@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from itertools import islice
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from typing import Any
@@ -77,13 +78,13 @@ class Console:
             case "positions":
                 return self.positions()
             case "orders":
-                return self.orders(only_open="--open" in parsed.flags)
+                return self.orders("--open" in parsed.flags, _count(parsed.options.get("-n", "50"), "orders"))
             case "pnl":
                 return self.pnl()
             case "risk":
                 return self.risk()
             case "journal":
-                return await self.journal_tail(_count(parsed.options.get("-n", "10")))
+                return await self.journal_tail(_count(parsed.options.get("-n", "10"), "journal tail"))
             case "config":
                 return self.config()
         return await self.command(parsed, peer)
@@ -125,10 +126,10 @@ class Console:
             if p.quantity or p.fills
         ]
 
-    def orders(self, only_open: bool) -> list[dict[str, Any]]:
+    def orders(self, only_open: bool, count: int) -> list[dict[str, Any]]:
         kernel = self.loop.kernel
-        orders = kernel.orders.open.values() if only_open else kernel.orders.by_id.values()
-        return [_order(o) for o in orders]
+        orders = kernel.orders.open if only_open else kernel.orders.by_id
+        return [_order(o) for o in reversed(list(islice(reversed(orders.values()), count)))]
 
     def pnl(self) -> dict[str, Any]:
         portfolio = self.loop.kernel.portfolio
@@ -216,9 +217,9 @@ def _money(value: int | None) -> str | None:
     return None if value is None else format_fixed(value)
 
 
-def _count(text: str) -> int:
-    if not text.isdigit() or not 0 < int(text) <= 1000:
-        raise UsageError(f"journal tail: -n takes a whole number from 1 to 1000, got {text!r}")
+def _count(text: str, command: str) -> int:
+    if not text.isdigit() or not 0 < int(text) <= 200:
+        raise UsageError(f"{command}: -n takes a whole number from 1 to 200, got {text!r}")
     return int(text)
 
 
