@@ -15,10 +15,12 @@ from foxhunt.adapters.pg import migrate
 from foxhunt.adapters.pg_embedded import EmbeddedCluster
 from foxhunt.adapters.systemd import Notifier
 from foxhunt.admin.server import Access, ServerPolicy
-from foxhunt.config import Config
+from foxhunt.config import Config, TradingConfig
+from foxhunt.core.kernel import Kernel
 from foxhunt.errors import ConfigError
 from foxhunt.observability import telemetry
-from foxhunt.runtime.live import Operations
+from foxhunt.ports import Clock, Venue
+from foxhunt.runtime.live import Operations, VenueFactory, simulated_venue
 
 # sun_path of struct sockaddr_un holds 108 bytes with the terminating NUL (unix(7))
 MAX_SOCKET_PATH = 107
@@ -65,8 +67,38 @@ def admin_socket(cfg: Config) -> Path:
     return path
 
 
+def fix_venue(cfg: Config) -> VenueFactory:
+    """The FIX 4.4 venue of `[fix]`: its quickfix settings file written under the state directory, beside
+    the message store (sequence numbers across restarts) and the message log. quickfix is imported here,
+    only when a FIX venue is configured."""
+    from foxhunt.adapters.fix.session import FixEngine, bundled_fix44, settings_text
+    from foxhunt.adapters.fix.venue import FixVenue
+
+    f = cfg.fix
+    if not f.port:
+        raise ConfigError("[run] venue = \"fix\" needs fix.port (and fix.host) of the counterparty")
+    dictionary = Path(f.data_dictionary) if f.data_dictionary else bundled_fix44()
+    if not dictionary.is_file():
+        raise ConfigError(f"fix.data_dictionary: no such file {dictionary}")
+    base = state_dir(cfg) / "fix"
+    base.mkdir(parents=True, exist_ok=True)
+    settings = base / f"{f.sender_comp_id}-{f.target_comp_id}.cfg"
+    settings.write_text(settings_text(
+        sender=f.sender_comp_id, target=f.target_comp_id, host=f.host, port=f.port, heartbeat_s=f.heartbeat_s,
+        reconnect_s=f.reconnect_s, reset_on_logon=f.reset_on_logon, store_dir=base / "store", log_dir=base / "log",
+        data_dictionary=dictionary,
+    ))
+
+    def build(kernel: Kernel, trading: TradingConfig, clock: Clock) -> Venue:
+        engine = FixEngine(settings, f.sender_comp_id, f.target_comp_id, f.max_messages_per_second)
+        return FixVenue(f"FIX:{f.target_comp_id}", engine, lambda: kernel.orders.by_id, account=f.account,
+                        reconcile_timeout=f.reconcile_timeout_s, cancel_on_reconnect=f.cancel_on_reconnect)
+
+    return build
+
+
 def operations(cfg: Config, journal: str) -> Operations:
-    """systemd's notify socket (from the environment), the admin socket and telemetry (configuration)."""
+    """The venue, systemd's notify socket (from the environment), the admin socket and telemetry."""
     admin = None
     if cfg.admin.enabled:
         a = cfg.admin
@@ -76,7 +108,8 @@ def operations(cfg: Config, journal: str) -> Operations:
         )
     exporter = cfg.telemetry.exporter or ("otlp" if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") else "none")
     tel = telemetry.build(exporter, cfg.telemetry.metrics_interval, "foxhunt", journal, cfg.telemetry.traces_per_second)
-    return Operations(notifier=Notifier(), admin=admin, telemetry=tel)
+    venue = fix_venue(cfg) if cfg.run.venue == "fix" else simulated_venue
+    return Operations(venue=venue, notifier=Notifier(), admin=admin, telemetry=tel)
 
 
 def embedded_cluster(cfg: Config) -> EmbeddedCluster:

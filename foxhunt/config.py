@@ -60,6 +60,28 @@ class RunConfig(_Section, frozen=True, kw_only=True):
     feed: str = "synthetic:seed=7,n=100000"
     wire_log: str = ""
     on_stop: Literal["cancel", "leave"] = "cancel"  # working orders when the daemon stops on purpose
+    venue: Literal["sim", "fix"] = "sim"  # where orders go: the simulated venue, or [fix]
+
+
+class FixConfig(_Section, frozen=True, kw_only=True):
+    sender_comp_id: str = "FOXHUNT"
+    target_comp_id: str = "EXCHANGE"
+    host: str = "127.0.0.1"
+    port: int = 0
+    heartbeat_s: int = 30
+    reconnect_s: int = 5
+    reset_on_logon: bool = False
+    account: str = ""  # Account(1) on every order, when set
+    max_messages_per_second: float = 50.0  # toward the counterparty; 0: no limit
+    reconcile_timeout_s: float = 10.0  # after a logon, how long to wait for order statuses
+    cancel_on_reconnect: bool = False  # after reconciling, cancel every working order
+    data_dictionary: str = ""  # FIX44.xml to validate with; empty: the one the quickfix package ships
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535 or self.heartbeat_s <= 0 or self.reconnect_s <= 0:
+            raise ValueError("needs 0 <= port <= 65535, heartbeat_s > 0 and reconnect_s > 0")
+        if self.max_messages_per_second < 0 or self.reconcile_timeout_s <= 0:
+            raise ValueError("needs max_messages_per_second >= 0 and reconcile_timeout_s > 0")
 
 
 class AdminConfig(_Section, frozen=True, kw_only=True):
@@ -136,6 +158,7 @@ class Config(_Section, frozen=True, kw_only=True):
     state: StateConfig = StateConfig()
     run: RunConfig = RunConfig()
     admin: AdminConfig = AdminConfig()
+    fix: FixConfig = FixConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
     instruments: dict[str, InstrumentConfig] = msgspec.field(default_factory=lambda: dict(DEFAULT_INSTRUMENTS))
     strategy: StrategyParams = StrategyParams()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
@@ -117,12 +117,16 @@ class Clock(Protocol):
 
 
 class Venue(Protocol):
-    """Where approved commands go; returns the venue's reports that are known at once."""
+    """Where approved commands go. `send` and `on_market` return the reports known at once (a simulated
+    venue's); a real venue's reports arrive later, and `run` publishes them as inputs until cancelled."""
 
     name: str
+    keeps_orders: bool  # whether working orders outlive a restart of foxhunt (a real venue's do)
 
     def connect(self) -> list[Input]: ...
 
     def send(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder) -> list[Input]: ...
 
     def on_market(self, msg: Input) -> list[Input]: ...
+
+    async def run(self, publish: Callable[[Input], Awaitable[None]], *, task_status: Any = ...) -> None: ...

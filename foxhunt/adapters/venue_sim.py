@@ -25,6 +25,7 @@ from collections import deque
 from dataclasses import dataclass
 from decimal import Decimal
 
+import anyio
 import msgspec
 
 from foxhunt.core.fixed import nanos
@@ -91,6 +92,12 @@ class SimVenue:
         self._out: list[Input] = []
 
     # --- port ------------------------------------------------------------------------------------
+
+    keeps_orders = False  # its book lives in this process only
+
+    async def run(self, publish, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+        """Nothing arrives later: every report is returned by send() and on_market()."""
+        task_status.started()
 
     def connect(self) -> list[Input]:
         return [VenueConnected(ts_event=self.now, ts_init=self.clock.now(), venue=self.name)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import msgspec
 
 from foxhunt.messages.base import Input
@@ -18,6 +19,7 @@ class WireLoggedVenue:
     def __init__(self, venue: Venue, path: Path) -> None:
         self.venue = venue
         self.name = venue.name
+        self.keeps_orders = venue.keeps_orders
         self._file = Path(path).open("ab", buffering=0)
         self._encode = msgspec.json.Encoder().encode
 
@@ -30,6 +32,9 @@ class WireLoggedVenue:
 
     def on_market(self, msg: Input) -> list[Input]:
         return self.venue.on_market(msg)
+
+    async def run(self, publish, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+        await self.venue.run(publish, task_status=task_status)
 
     def __enter__(self) -> WireLoggedVenue:
         return self

@@ -56,6 +56,8 @@ from foxhunt.messages.system import (
     TradingStateChanged,
     VenueConnected,
     VenueDisconnected,
+    VenueMessageIgnored,
+    VenueSessionEvent,
 )
 
 # A strategy that answers every event with a new request would never let an input end.
@@ -146,7 +148,7 @@ class Kernel:
                 self.venues_down.discard(msg.venue)
             case VenueDisconnected():
                 self.venues_down.add(msg.venue)
-            case RunStopped() | FeedGap():
+            case RunStopped() | FeedGap() | VenueSessionEvent() | VenueMessageIgnored():
                 pass
             case _:
                 raise KernelError(f"kernel does not handle {type(msg).__name__}")

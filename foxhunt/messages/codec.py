@@ -41,6 +41,8 @@ from foxhunt.messages.system import (
     TradingStateChanged,
     VenueConnected,
     VenueDisconnected,
+    VenueMessageIgnored,
+    VenueSessionEvent,
 )
 
 MESSAGE_TYPES: tuple[type[Message], ...] = (
@@ -77,6 +79,8 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     InstrumentStateChanged,
     ConfigReloaded,
     StrategyStateChanged,
+    VenueSessionEvent,
+    VenueMessageIgnored,
 )
 AnyMessage = Union[MESSAGE_TYPES]  # noqa: UP007 - a runtime union of the tuple above
 INPUT_KINDS = frozenset(t.__name__ for t in MESSAGE_TYPES if issubclass(t, Input))

@@ -38,6 +38,24 @@ class VenueDisconnected(Input, frozen=True, kw_only=True):
     reason: str
 
 
+class VenueSessionEvent(Input, frozen=True, kw_only=True):
+    """Something the venue's session did, recorded for the audit trail: logon, reconciled, sequence_reset,
+    resend_request, reject (session level), logout_received, send_failed."""
+
+    venue: str
+    event: str
+    detail: str = ""
+
+
+class VenueMessageIgnored(Input, frozen=True, kw_only=True):
+    """A message from a venue that foxhunt could not use (malformed, an order it never sent, a report for
+    an order already done), kept with its raw text instead of dropped."""
+
+    venue: str
+    reason: str
+    raw: str
+
+
 class TimerFired(Input, frozen=True, kw_only=True):
     name: str
 

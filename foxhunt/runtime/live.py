@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import msgspec
 import structlog
 from anyio.streams.memory import MemoryObjectSendStream
@@ -53,6 +54,7 @@ from foxhunt.core.kernel import Kernel
 from foxhunt.core.risk import RiskLimits
 from foxhunt.errors import ConfigError, InputError
 from foxhunt.messages.base import Derived, Input
+from foxhunt.messages.market import MARKET_DATA_TYPES
 from foxhunt.messages.orders import OrderCanceled
 from foxhunt.messages.system import (
     AdminCommand,
@@ -84,16 +86,26 @@ class RunRequest:
     feed_rate: float | None = None  # inputs per second (a paced feed), None: as fast as the loop takes them
 
 
+VenueFactory = Callable[[Kernel, TradingConfig, Clock], Venue]
+
+
+def simulated_venue(kernel: Kernel, trading: TradingConfig, clock: Clock) -> Venue:
+    return SimVenue(kernel.instruments, trading.venue, clock)
+
+
 @dataclass
 class Operations:
-    """How the daemon is operated: systemd's notify socket and the admin socket (None: no admin socket)."""
+    """How the daemon is wired to the world: the venue, systemd's notify socket, the admin socket (None:
+    none) and telemetry (None: off)."""
 
+    venue: VenueFactory = simulated_venue
     notifier: Notifier = field(default_factory=lambda: Notifier({}))
     admin: admin_server.ServerPolicy | None = None
     telemetry: Telemetry | None = None
 
 
 Done = Callable[[int, Sequence[Derived]], None]
+STOP_CANCEL_WAIT = 5.0  # seconds a stop waits for a real venue to confirm the stop policy's cancels
 
 
 class _Control:
@@ -105,10 +117,15 @@ class _Control:
         self.feed_error: InputError | None = None
         self.urgent: deque[tuple[Input, Done | None]] = deque()
         self.waiting: anyio.CancelScope | None = None
+        self.feed_done = False
 
     def request_stop(self, reason: str) -> None:
         if self.reason is None:
             self.reason = reason
+        self._wake()
+
+    def feed_ended(self) -> None:
+        self.feed_done = True
         self._wake()
 
     def push_urgent(self, msg: Input, done: Done | None = None) -> None:
@@ -154,21 +171,19 @@ async def run_paper(
         # that configuration, follows every run; later runs change risk limits through the journal
         built_with = await _journal_config(store, req.journal, trading) if journal.last_seq else trading
         kernel = build_kernel(built_with)
-        venue: Venue = SimVenue(kernel.instruments, built_with.venue, req.clock)
+        venue = ops.venue(kernel, built_with, req.clock)
         if cfg.run.wire_log:
             venue = resources.enter_context(WireLoggedVenue(venue, Path(cfg.run.wire_log)))
         loop = TradingLoop(kernel, venue, journal, cfg.journal.durability)
         # from the first write on: an outage during recovery halts trading before it starts
         journal.watch_health(lambda reason, outage: control.push_urgent(_health_input(req.clock, reason, outage)))
-        console = Console(loop, store, req.journal, cfg, req.clock, control.submit_admin, trading.venue.name)
+        console = Console(loop, store, req.journal, cfg, req.clock, control.submit_admin, venue.name)
         loop.on_wait = lambda: _heartbeat(console, ops.notifier)
         if ops.telemetry is not None:
             loop.observer = ops.telemetry
             journal.watch_commits(ops.telemetry.on_commit)
         await _start(store, loop, trading, req, fingerprint)
-        await _trade(loop, req, control, console, ops)
-        ops.notifier.stopping(f"stopping: {control.reason or 'feed ended'}")
-        await _finish(loop, req.clock, control, cfg.run.on_stop)
+        await _trade(loop, req, control, console, ops, cfg.run.on_stop)
     reason = control.reason or "feed ended"
     log.info("run_stopped", journal=req.journal, reason=reason, last_seq=journal.last_seq)
     if control.feed_error is not None:
@@ -202,6 +217,9 @@ async def _start(
             await loop.submit(reload)
     for msg in loop.venue.connect():
         await loop.submit(msg)
+    if loop.venue.keeps_orders:  # a real venue: its working orders are reconciled once it has logged on
+        log.info("run_started", journal=req.journal, first_seq=journal.last_seq, recovered_inputs=recovered)
+        return
     for order in list(kernel.orders.open.values()):
         await loop.submit(
             OrderCanceled(
@@ -212,10 +230,14 @@ async def _start(
     log.info("run_started", journal=req.journal, first_seq=journal.last_seq, recovered_inputs=recovered)
 
 
-async def _trade(loop: TradingLoop, req: RunRequest, control: _Control, console: Console, ops: Operations) -> None:
-    """The sources, the signal watcher and the admin socket as tasks; the loop consuming the bus here."""
+async def _trade(
+    loop: TradingLoop, req: RunRequest, control: _Control, console: Console, ops: Operations, on_stop: str
+) -> None:
+    """The sources, the venue, the signal watcher and the admin socket as tasks; the loop consuming the bus
+    here, then stopping while the venue still runs (so the stop policy's cancels reach it)."""
     bus = Bus()
     async with anyio.create_task_group() as tg:
+        await tg.start(_run_venue, loop.venue, bus.publisher())
         if ops.admin is not None:
             await tg.start(admin_server.serve, ops.admin, console)
         tg.start_soon(_watch_signals, control, req, console)
@@ -224,10 +246,12 @@ async def _trade(loop: TradingLoop, req: RunRequest, control: _Control, console:
         ops.notifier.ready(console.summary_line())
         log.info("ready", journal=req.journal, admin_socket=str(ops.admin.path) if ops.admin else None)
         await _consume(loop, bus, req, control, console, ops.notifier)
+        ops.notifier.stopping(f"stopping: {control.reason or 'feed ended'}")
+        await _finish(loop, bus, req.clock, control, on_stop)
         tg.cancel_scope.cancel()
 
 
-async def _finish(loop: TradingLoop, clock: Clock, control: _Control, on_stop: str) -> None:
+async def _finish(loop: TradingLoop, bus: Bus, clock: Clock, control: _Control, on_stop: str) -> None:
     while control.urgent:  # the journal's last word on its health still goes into it
         await _submit_urgent(loop, clock, control)
     now = clock.now()
@@ -236,8 +260,28 @@ async def _finish(loop: TradingLoop, clock: Clock, control: _Control, on_stop: s
             AdminCommand(ts_event=now, ts_init=now, command="cancel", args=["all"], operator_uid=os.geteuid(),
                          operator=_user(), reason=f"stop policy on_stop=cancel: {control.reason or 'feed ended'}")
         )
+        if loop.venue.keeps_orders:
+            await _await_cancels(loop, bus, clock)
+    now = clock.now()
     await loop.submit(RunStopped(ts_event=now, ts_init=now, reason=control.reason or "feed ended"))
     await loop.journal.flush()
+
+
+async def _await_cancels(loop: TradingLoop, bus: Bus, clock: Clock) -> None:
+    """A real venue answers later: record its reports until no order is working, for at most
+    STOP_CANCEL_WAIT seconds. Market data still queued is not traded on any more and is left out."""
+    deadline = time.monotonic() + STOP_CANCEL_WAIT
+    while loop.kernel.orders.open and time.monotonic() < deadline:
+        try:
+            msg = bus.take_nowait() or await bus.take(timeout=deadline - time.monotonic())
+        except BusClosed:
+            return
+        if msg is not None and type(msg) not in MARKET_DATA_TYPES:
+            clock.advance(msg.ts_init)
+            await loop.submit(msg)
+    if loop.kernel.orders.open:
+        log.warning("stop_with_working_orders", orders=sorted(loop.kernel.orders.open),
+                    why=f"the venue did not confirm the cancels within {STOP_CANCEL_WAIT} s")
 
 
 async def _consume(
@@ -252,6 +296,8 @@ async def _consume(
             continue
         try:
             msg = bus.take_nowait()
+            if msg is None and control.feed_done:
+                return  # the feed has ended and everything it sent is handled
             if msg is None:
                 _heartbeat(console, notifier)
                 wait = min(deadline - time.monotonic(), notifier.seconds_to_heartbeat(), 1.0)
@@ -306,6 +352,16 @@ async def _run_feed(
     except InputError as e:
         control.feed_error = e
         control.request_stop(f"feed error: {e}")
+    control.feed_ended()
+
+
+async def _run_venue(
+    venue: Venue, publisher: MemoryObjectSendStream[Input], *, task_status: anyio.abc.TaskStatus
+) -> None:
+    """A real venue's reports, published as they arrive (a simulated venue returns at once). They do not
+    keep the run alive: it ends with the feed, once what the feed sent is handled."""
+    with publisher:
+        await venue.run(publisher.send, task_status=task_status)
 
 
 async def _watch_signals(control: _Control, req: RunRequest, console: Console) -> None:

@@ -1,0 +1,192 @@
+"""The quickfix side of the FIX venue: settings, the engine, its callbacks, and the sender thread.
+
+quickfix calls `Application` methods on its own C++ thread, a message is valid only during the call, and
+a Python exception escaping a callback ends the process. So every callback copies the raw message as a
+string, hands it to the event loop through `call_soon_threadsafe`, and catches everything, logging it
+with the raw message. Sending (`Session.sendToTarget` writes the message store and the socket) happens
+on a sender thread of our own, fed by a queue, paced by the configured message rate: the event loop
+never waits for the wire. `stop()` stops the engine and the sender before the loop closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import quickfix as fix
+import structlog
+
+from foxhunt.adapters.fix import parsing
+
+log = structlog.get_logger("foxhunt.fix")
+
+# what the engine's thread hands over: (what happened, raw message or session text, ns it happened)
+Inbound = tuple[str, str, int]
+
+
+def settings_text(*, sender: str, target: str, host: str, port: int, heartbeat_s: int, reconnect_s: int,
+                  reset_on_logon: bool, store_dir: Path, log_dir: Path, data_dictionary: Path) -> str:
+    """A quickfix initiator settings file for one FIX 4.4 session. The file store keeps sequence numbers
+    and sent messages across restarts, so a restart continues the sequence and can answer resends."""
+    return "\n".join([
+        "[DEFAULT]",
+        "ConnectionType=initiator",
+        f"FileStorePath={store_dir}",
+        f"FileLogPath={log_dir}",
+        "NonStopSession=Y",
+        f"HeartBtInt={heartbeat_s}",
+        f"ReconnectInterval={reconnect_s}",
+        "UseDataDictionary=Y",
+        f"DataDictionary={data_dictionary}",
+        "ValidateUserDefinedFields=N",
+        "AllowUnknownMsgFields=Y",
+        f"ResetOnLogon={'Y' if reset_on_logon else 'N'}",
+        "PersistMessages=Y",
+        "",
+        "[SESSION]",
+        "BeginString=FIX.4.4",
+        f"SenderCompID={sender}",
+        f"TargetCompID={target}",
+        f"SocketConnectHost={host}",
+        f"SocketConnectPort={port}",
+        "",
+    ])
+
+
+def bundled_fix44() -> Path:
+    """The FIX 4.4 data dictionary that the quickfix package installs beside the interpreter."""
+    import sys
+
+    return Path(sys.prefix) / "share" / "quickfix" / "FIX44.xml"
+
+
+class _Application(fix.Application):
+    """Runs on quickfix's thread: copy, catch, hand off. Nothing else."""
+
+    def __init__(self, deliver: Callable[[Inbound], None]) -> None:
+        super().__init__()
+        self.deliver = deliver
+
+    def _hand(self, kind: str, text: str) -> None:
+        try:
+            self.deliver((kind, text, time.time_ns()))
+        except BaseException:  # noqa: BLE001 - escaping here would end the process (see module docstring)
+            log.exception("fix_handoff_failed", kind=kind, raw=text.replace(parsing.SOH, "|"))
+
+    def onCreate(self, session_id) -> None:  # noqa: N802 - quickfix's names
+        pass
+
+    def onLogon(self, session_id) -> None:  # noqa: N802
+        self._hand("logon", _text(session_id))
+
+    def onLogout(self, session_id) -> None:  # noqa: N802
+        self._hand("logout", _text(session_id))
+
+    def toAdmin(self, message, session_id) -> None:  # noqa: N802
+        pass
+
+    def fromAdmin(self, message, session_id) -> None:  # noqa: N802
+        self._hand("admin", _raw(message))
+
+    def toApp(self, message, session_id) -> None:  # noqa: N802
+        raw = _raw(message)
+        if f"{parsing.SOH}43=Y{parsing.SOH}" in raw and any(f"{parsing.SOH}35={t}{parsing.SOH}" in raw for t in "DFG"):
+            # the counterparty asked for a resend: an order or cancel replayed late could trade twice or on
+            # stale terms, so it is not sent again (quickfix sends a gap fill instead); the status of every
+            # working order is reconciled at logon
+            self._hand("not_resent", raw)
+            raise fix.DoNotSend()  # the one exception quickfix expects from toApp
+        self._hand("sent", raw)
+
+    def fromApp(self, message, session_id) -> None:  # noqa: N802
+        self._hand("app", _raw(message))
+
+
+def _raw(message) -> str:
+    try:
+        return message.toString()
+    except BaseException as e:  # noqa: BLE001 - a callback must not raise
+        return f"<unreadable message: {e}>"
+
+
+def _text(session_id) -> str:
+    try:
+        return session_id.toString()
+    except BaseException as e:  # noqa: BLE001
+        return f"<session: {e}>"
+
+
+class FixEngine:
+    """One initiator session: started and stopped from the event loop, delivering into `inbox`."""
+
+    def __init__(self, settings_path: Path, sender: str, target: str, max_per_second: float) -> None:
+        self.settings_path = settings_path
+        self.session_id = fix.SessionID("FIX.4.4", sender, target)
+        self.max_per_second = max_per_second
+        self.inbox: list[Inbound] = []
+        self.arrived = asyncio.Event()
+        self._outbox: queue.SimpleQueue[fix.Message | None] = queue.SimpleQueue()
+        self._initiator = None
+        self._sender: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        settings = fix.SessionSettings(str(self.settings_path))
+        self._app = _Application(self._deliver)
+        self._initiator = fix.SocketInitiator(self._app, fix.FileStoreFactory(settings), settings,
+                                              fix.FileLogFactory(settings))
+        self._sender = threading.Thread(target=self._send_loop, name="fix-sender", daemon=True)
+        self._sender.start()
+        self._initiator.start()
+
+    def stop(self) -> None:
+        """Blocking (the engine logs out): call it from a worker thread."""
+        self._outbox.put(None)
+        if self._sender is not None:
+            self._sender.join(timeout=10)
+        if self._initiator is not None:
+            self._initiator.stop()
+            self._initiator = None
+
+    def send(self, msg_type: str, body: list[tuple[int, str]]) -> None:
+        message = fix.Message()
+        header = message.getHeader()
+        header.setField(fix.BeginString("FIX.4.4"))
+        header.setField(fix.MsgType(msg_type))
+        for tag, value in body:
+            message.setField(tag, value)
+        self._outbox.put(message)
+
+    def logged_on(self) -> bool:
+        session = fix.Session.lookupSession(self.session_id)
+        return session is not None and session.isLoggedOn()
+
+    def _deliver(self, item: Inbound) -> None:  # on quickfix's thread
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._arrive, item)
+
+    def _arrive(self, item: Inbound) -> None:  # on the event loop
+        self.inbox.append(item)
+        self.arrived.set()
+
+    def _send_loop(self) -> None:
+        interval = 1.0 / self.max_per_second if self.max_per_second > 0 else 0.0
+        next_at = time.monotonic()
+        while True:
+            message = self._outbox.get()
+            if message is None:
+                return
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)  # the counterparty's rate limit: this thread waits, the loop does not
+            next_at = max(next_at, time.monotonic()) + interval
+            try:
+                fix.Session.sendToTarget(message, self.session_id)
+            except BaseException as e:  # noqa: BLE001 - a send that fails is reported, the thread goes on
+                self._deliver(("send_failed", f"{e}: {_raw(message)}", time.time_ns()))

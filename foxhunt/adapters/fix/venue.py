@@ -1,0 +1,294 @@
+"""The FIX venue as the trading loop sees it: commands out, reports back in as journal inputs.
+
+Everything here runs on the event loop. `send` translates a command and queues it for the engine's sender
+thread; it returns no reports, because a real venue answers later: `run` turns what the engine delivered
+into inputs and publishes them to the bus, where they are journaled and handled like any other input.
+
+Session events are inputs too: a logon, a logout or a lost connection, sequence resets, resend requests
+and session-level rejects. After a disconnect the kernel holds new orders for the venue (it is down);
+after a logon foxhunt first asks the status of every order it believes working (OrderStatusRequest)
+and records what the venue says (fills it missed, cancels, rejects), and only then announces the venue
+connected, so trading resumes on reconciled state. Optionally (cancel_on_reconnect) it then cancels
+every working order.
+
+Messages that do not fit (garbage, a required tag missing, an order id foxhunt never sent, an unexpected
+message type) are recorded as `VenueMessageIgnored` with the raw text, never raised; so is a failure in
+foxhunt's own handling of one message, which is logged with the traceback. quickfix itself rejects
+messages with a bad checksum or length before they reach us (and logs them in its file log).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio
+import anyio.abc
+import structlog
+
+from foxhunt.adapters.fix import parsing
+from foxhunt.adapters.fix.parsing import FixParseError, Working
+from foxhunt.adapters.fix.session import FixEngine, Inbound
+from foxhunt.core.orders import Order
+from foxhunt.messages.base import Input
+from foxhunt.messages.orders import (
+    CancelOrder,
+    OrderCanceled,
+    OrderFilled,
+    OrderPartiallyFilled,
+    OrderRejected,
+    ReplaceOrder,
+    SubmitOrder,
+)
+from foxhunt.messages.system import VenueConnected, VenueDisconnected, VenueMessageIgnored, VenueSessionEvent
+
+log = structlog.get_logger("foxhunt.fix")
+
+SENT_REMEMBERED = 100_000  # outgoing sequence numbers kept to match session rejects to orders
+
+
+@dataclass
+class _Reconciling:
+    waiting: set[str]
+    deadline: float
+
+
+class FixVenue:
+    def __init__(
+        self, name: str, engine: FixEngine, orders: Callable[[], dict[str, Order]], account: str = "",
+        reconcile_timeout: float = 10.0, cancel_on_reconnect: bool = False,
+    ) -> None:
+        self.name = name
+        self.engine = engine
+        self.orders = orders  # the kernel's orders by id, read on the loop between inputs
+        self.account = account
+        self.reconcile_timeout = reconcile_timeout
+        self.cancel_on_reconnect = cancel_on_reconnect
+        self.cl_ord_ids: dict[str, str] = {}  # order id -> the ClOrdID the venue knows it by now
+        self._requests = 0
+        self._sent: OrderedDict[int, tuple[str, str]] = OrderedDict()  # our MsgSeqNum -> (MsgType, ClOrdID)
+        self._reconciling: _Reconciling | None = None
+        self.connected = False
+
+    # --- the venue port ------------------------------------------------------------------------------
+
+    keeps_orders = True  # working orders live at the counterparty: reconciled at logon
+
+    def connect(self) -> list[Input]:
+        # down until the session has logged on and reconciled (run() then publishes VenueConnected)
+        now = time.time_ns()
+        return [VenueDisconnected(ts_event=now, ts_init=now, venue=self.name, reason="connecting")]
+
+    def on_market(self, msg: Input) -> list[Input]:
+        return []
+
+    def send(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder) -> list[Input]:
+        match cmd:
+            case SubmitOrder():
+                self.cl_ord_ids[cmd.order_id] = cmd.order_id
+                self.engine.send("D", parsing.new_order_single(cmd, self.account))
+            case CancelOrder():
+                self.engine.send("F", parsing.cancel_request(cmd, self._next_id(cmd.order_id), self._working(cmd.order_id)))
+            case ReplaceOrder():
+                self.engine.send("G", parsing.replace_request(cmd, self._next_id(cmd.order_id), self._working(cmd.order_id)))
+        return []
+
+    # --- the inbound pump --------------------------------------------------------------------------------
+
+    async def run(
+        self, publish: Callable[[Input], Awaitable[None]], *, task_status: anyio.abc.TaskStatus = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Start the engine, then turn what it delivers into inputs until cancelled; stop the engine on
+        the way out (from a worker thread: it logs out, which blocks)."""
+        self.engine.start()
+        task_status.started()
+        try:
+            while True:
+                with anyio.move_on_after(0.5):
+                    await self.engine.arrived.wait()
+                self.engine.arrived.clear()
+                batch, self.engine.inbox = self.engine.inbox, []
+                for item in batch:
+                    for msg in self._translate(item):
+                        await publish(msg)
+                for msg in self._reconcile_deadline():
+                    await publish(msg)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.engine.stop)
+
+    def _translate(self, item: Inbound) -> list[Input]:
+        kind, text, ts = item
+        try:
+            match kind:
+                case "logon":
+                    return self._on_logon(ts)
+                case "logout":
+                    self.connected, self._reconciling = False, None
+                    return [VenueDisconnected(ts_event=ts, ts_init=ts, venue=self.name, reason=f"logout of {text}")]
+                case "sent":
+                    self._remember(text)
+                    return []
+                case "send_failed":
+                    return [VenueSessionEvent(ts_event=ts, ts_init=ts, venue=self.name, event="send_failed", detail=text)]
+                case "not_resent":
+                    return [VenueSessionEvent(ts_event=ts, ts_init=ts, venue=self.name, event="resend_suppressed",
+                                              detail=text.replace(parsing.SOH, "|"))]
+                case "admin":
+                    return self._admin(parsing.split(text), ts)
+                case "app":
+                    return self._app(parsing.split(text), ts, text)
+            raise FixParseError(f"unknown delivery {kind!r}")
+        except FixParseError as e:
+            return [self._ignored(ts, str(e), text)]
+        except Exception as e:  # noqa: BLE001 - one message foxhunt fails on must not end the session
+            log.exception("fix_handling_failed", kind=kind, raw=text.replace(parsing.SOH, "|"))
+            return [self._ignored(ts, f"foxhunt failed to handle it: {type(e).__name__}: {e}", text)]
+
+    def _ignored(self, ts: int, reason: str, raw: str) -> Input:
+        log.warning("fix_message_ignored", reason=reason, raw=raw.replace(parsing.SOH, "|"))
+        return VenueMessageIgnored(ts_event=ts, ts_init=ts, venue=self.name, reason=reason,
+                                   raw=raw.replace(parsing.SOH, "|"))
+
+    # --- session -------------------------------------------------------------------------------------
+
+    def _on_logon(self, ts: int) -> list[Input]:
+        out: list[Input] = [VenueSessionEvent(ts_event=ts, ts_init=ts, venue=self.name, event="logon", detail="")]
+        working = {oid: o for oid, o in self.orders().items() if o.is_open}
+        if not working:
+            self.connected = True
+            return [*out, VenueConnected(ts_event=ts, ts_init=ts, venue=self.name)]
+        for order_id, order in working.items():
+            self.engine.send("H", parsing.status_request(order_id, self.cl_ord_ids.get(order_id, order_id),
+                                                         order.symbol, order.side))
+        self._reconciling = _Reconciling(set(working), time.monotonic() + self.reconcile_timeout)
+        return out
+
+    def _reconciled(self, ts: int, detail: str) -> list[Input]:
+        self._reconciling = None
+        self.connected = True
+        out: list[Input] = [
+            VenueSessionEvent(ts_event=ts, ts_init=ts, venue=self.name, event="reconciled", detail=detail),
+            VenueConnected(ts_event=ts, ts_init=ts, venue=self.name),
+        ]
+        if self.cancel_on_reconnect:
+            for order_id, order in self.orders().items():
+                if order.is_open:
+                    self.send(CancelOrder(ts_event=ts, ts_init=ts, order_id=order_id, symbol=order.symbol,
+                                          reason="cancel_on_reconnect"))
+        return out
+
+    def _reconcile_deadline(self) -> list[Input]:
+        r = self._reconciling
+        if r is None or time.monotonic() < r.deadline:
+            return []
+        ts = time.time_ns()
+        return self._reconciled(ts, f"no status from the venue for {', '.join(sorted(r.waiting))} within "
+                                    f"{self.reconcile_timeout} s: kept as they were")
+
+    def _admin(self, parsed: parsing.Parsed, ts: int) -> list[Input]:
+        f = parsed.fields
+        match parsed.msg_type:
+            case "3":  # session-level Reject of one of our messages
+                text = parsing.session_reject_text(f)
+                out = [VenueSessionEvent(ts_event=ts, ts_init=ts, venue=self.name, event="reject", detail=text)]
+                return out + self._refused(f, ts, f"session reject: {text}")
+            case "4":
+                detail = f"NewSeqNo={f.get(36, '?')} GapFill={f.get(123, 'N')}"
+                return [VenueSessionEvent(ts_event=ts, ts_init=ts, venue=self.name, event="sequence_reset", detail=detail)]
+            case "2":
+                detail = f"BeginSeqNo={f.get(7, '?')} EndSeqNo={f.get(16, '?')}"
+                return [VenueSessionEvent(ts_event=ts, ts_init=ts, venue=self.name, event="resend_request", detail=detail)]
+            case "5":
+                return [VenueSessionEvent(ts_event=ts, ts_init=ts, venue=self.name, event="logout_received",
+                                          detail=f.get(parsing.TEXT, ""))]
+        return []  # heartbeats, test requests, logons: the engine's business
+
+    def _refused(self, f: dict[int, str], ts: int, reason: str) -> list[Input]:
+        seq = f.get(parsing.REF_SEQ_NUM, "")
+        sent = self._sent.get(int(seq)) if seq.isdigit() else None
+        if sent is None or sent[0] not in ("D", "F", "G"):
+            return []
+        order = self.orders().get(parsing.order_id_of(sent[1]))
+        if order is None or not order.is_open:
+            return []
+        return [parsing.refused(sent[0], order.order_id, order.symbol, reason, ts)]
+
+    def _remember(self, raw: str) -> None:
+        f = parsing.split(raw).fields
+        if parsing.SEQ_NUM in f and parsing.CL_ORD_ID in f:
+            self._sent[int(f[parsing.SEQ_NUM])] = (f[parsing.MSG_TYPE], f[parsing.CL_ORD_ID])
+            if len(self._sent) > SENT_REMEMBERED:
+                self._sent.popitem(last=False)
+
+    # --- application messages ------------------------------------------------------------------------
+
+    def _app(self, parsed: parsing.Parsed, ts: int, raw: str) -> list[Input]:
+        f = parsed.fields
+        match parsed.msg_type:
+            case "8":
+                order = self.orders().get(parsing.order_id_of(f.get(parsing.CL_ORD_ID, "")))
+                if order is None:
+                    return [self._ignored(ts, f"execution report for an order foxhunt never sent: "
+                                              f"ClOrdID {f.get(parsing.CL_ORD_ID)!r}", raw)]
+                if f.get(parsing.EXEC_TYPE) == "I":
+                    return self._status(order, f, ts)
+                event = parsing.execution_report(f, ts)
+                if event is not None and f.get(parsing.EXEC_TYPE) == "5":
+                    self.cl_ord_ids[order.order_id] = f[parsing.CL_ORD_ID]
+                if event is not None and not order.is_open:
+                    return [self._ignored(ts, f"report for order {order.order_id}, which is already "
+                                              f"{order.status.value}", raw)]
+                return [event] if event is not None else []
+            case "9":
+                symbols = {oid: o.symbol for oid, o in self.orders().items()}
+                event = parsing.cancel_reject(f, ts, symbols)
+                if event.order_id not in symbols:
+                    return [self._ignored(ts, f"cancel reject for an order foxhunt never sent: {event.order_id}", raw)]
+                return [event]
+            case "j":
+                return self._refused(f, ts, f"business reject: {parsing.business_reject_text(f)}") or [
+                    self._ignored(ts, f"business reject: {parsing.business_reject_text(f)}", raw)]
+        return [self._ignored(ts, f"unexpected message type {parsed.msg_type!r}", raw)]
+
+    def _status(self, order: Order, f: dict[int, str], ts: int) -> list[Input]:
+        """An order status (ExecType I) while reconciling: what the venue did that foxhunt missed."""
+        out: list[Input] = []
+        cum = parsing._qty(f, parsing.CUM_QTY) if parsing.CUM_QTY in f else order.filled_qty
+        missed = cum - order.filled_qty
+        if missed > 0 and order.is_open:
+            leaves = order.quantity - cum
+            cls = OrderFilled if leaves <= 0 else OrderPartiallyFilled
+            price = parsing._qty(f, parsing.AVG_PX) if parsing.AVG_PX in f else 0
+            out.append(cls(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol, side=order.side,
+                           trade_id=f"reconciled-{order.order_id}-{cum}", last_qty=missed, last_price=price,
+                           leaves_qty=max(leaves, 0)))
+        status = f.get(parsing.ORD_STATUS)
+        still_open = order.is_open and not (out and isinstance(out[-1], OrderFilled))
+        if still_open and status == "4":
+            out.append(OrderCanceled(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
+                                     reason="reconciled: canceled at the venue"))
+        elif still_open and status == "8":
+            out.append(OrderRejected(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
+                                     reason=f"reconciled: {f.get(parsing.TEXT, 'rejected at the venue')}"))
+        r = self._reconciling
+        if r is not None:
+            r.waiting.discard(order.order_id)
+            if not r.waiting:
+                out += self._reconciled(ts, "every working order's status received")
+        return out
+
+    # --- helpers ---------------------------------------------------------------------------------------
+
+    def _next_id(self, order_id: str) -> str:
+        # unique across restarts too (a venue refuses a ClOrdID it has seen); never journaled, so the
+        # clock in it does not touch replay
+        self._requests += 1
+        return f"{order_id}~{time.time_ns() // 1000:x}{self._requests}"
+
+    def _working(self, order_id: str) -> Working:
+        o = self.orders()[order_id]
+        return Working(self.cl_ord_ids.get(order_id, order_id), o.side, o.quantity, o.order_type, o.price,
+                       o.trigger_price)

@@ -1,0 +1,176 @@
+"""A small exchange behind a real quickfix acceptor, for the FIX tests. Run as a subprocess:
+
+    python tests/fix_exchange.py SETTINGS_FILE      (runs until its stdin closes)
+
+Matching, per NewOrderSingle:
+- a symbol other than EURUSD, GBPUSD, USDJPY is rejected (OrdRejReason 1, with text);
+- a market order is accepted and filled at once at 1.10000 (1.1 per unit in the instrument's currency);
+- a limit order is accepted and rests; above 150,000 units half of it fills at once at its limit price;
+- account (tag 1) DROP: the order is accepted, then the exchange drops the connection, fills the order
+  while foxhunt is away, and takes the next logon (to test reconciliation).
+OrderCancelRequest cancels a resting order (or answers OrderCancelReject, unknown order / too late);
+OrderCancelReplaceRequest changes quantity and price; OrderStatusRequest answers ExecType I.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+from decimal import Decimal
+
+import quickfix as fix
+
+SYMBOLS = {"EURUSD", "GBPUSD", "USDJPY"}
+SOH = "\x01"
+
+
+class Order:
+    def __init__(self, cl_ord_id: str, symbol: str, side: str, qty: Decimal, ord_type: str, price: Decimal | None):
+        self.cl_ord_id = cl_ord_id
+        self.symbol, self.side, self.qty, self.ord_type, self.price = symbol, side, qty, ord_type, price
+        self.cum = Decimal(0)
+        self.avg = Decimal(0)
+        self.status = "0"
+        self.order_id = ""
+
+
+class Exchange(fix.Application):
+    def __init__(self) -> None:
+        super().__init__()
+        self.orders: dict[str, Order] = {}  # by the ClOrdID the order is known by now
+        self.ids = itertools.count(1)
+        self.session = None
+        self.pending_drop: Order | None = None
+
+    def onCreate(self, sid):  # noqa: N802
+        self.session = sid
+
+    def onLogon(self, sid):  # noqa: N802
+        self.session = sid
+
+    def onLogout(self, sid):  # noqa: N802
+        if self.pending_drop is not None:  # filled while the client was away
+            o, self.pending_drop = self.pending_drop, None
+            self._trade(o, o.qty - o.cum, o.price or Decimal("1.1"), send=False)
+
+    def toAdmin(self, m, sid):  # noqa: N802
+        pass
+
+    def fromAdmin(self, m, sid):  # noqa: N802
+        pass
+
+    def toApp(self, m, sid):  # noqa: N802
+        pass
+
+    def fromApp(self, m, sid):  # noqa: N802
+        f = dict(p.split("=", 1) for p in m.toString().rstrip(SOH).split(SOH))
+        try:
+            {"D": self.new_order, "F": self.cancel, "G": self.replace, "H": self.status}[f["35"]](f)
+        except Exception as e:  # noqa: BLE001 - the exchange must keep running for the test
+            print(f"exchange: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+
+    # --- matching ------------------------------------------------------------------------------------
+
+    def new_order(self, f: dict[str, str]) -> None:
+        price = Decimal(f["44"]) if "44" in f else None
+        o = Order(f["11"], f["55"], f["54"], Decimal(f["38"]), f["40"], price)
+        if o.symbol not in SYMBOLS:
+            o.status = "8"
+            self.report(o, "8", text="no such symbol", extra={"103": "1"})
+            return
+        o.order_id = f"X{next(self.ids)}"
+        self.orders[o.cl_ord_id] = o
+        self.report(o, "0")
+        if f.get("1") == "DROP":
+            self.pending_drop = o
+            threading.Timer(0.2, lambda: fix.Session.lookupSession(self.session).disconnect()).start()
+        elif o.ord_type == "1":
+            self._trade(o, o.qty, Decimal("1.1"))
+        elif o.qty > 150_000:
+            self._trade(o, o.qty / 2, o.price)
+
+    def cancel(self, f: dict[str, str]) -> None:
+        o = self.orders.get(f["41"])
+        if o is None or o.status in ("2", "4", "8"):
+            reason = "1" if o is None else "0"
+            self.send("9", {"11": f["11"], "41": f["41"], "37": o.order_id if o else "NONE", "39": o.status if o else "8",
+                            "434": "1", "102": reason, "58": "unknown order" if o is None else "too late to cancel"})
+            return
+        o.status = "4"
+        self.orders[f["11"]] = o
+        o.cl_ord_id = f["11"]
+        self.report(o, "4", orig=f["41"], text="canceled on request")
+
+    def replace(self, f: dict[str, str]) -> None:
+        o = self.orders.get(f["41"])
+        if o is None or o.status not in ("0", "1"):
+            self.send("9", {"11": f["11"], "41": f["41"], "37": "NONE", "39": "8", "434": "2", "102": "1",
+                            "58": "unknown order"})
+            return
+        o.qty = Decimal(f["38"])
+        o.price = Decimal(f["44"]) if "44" in f else o.price
+        o.cl_ord_id = f["11"]
+        self.orders[f["11"]] = o
+        self.report(o, "5", orig=f["41"])
+
+    def status(self, f: dict[str, str]) -> None:
+        o = self.orders.get(f["11"])
+        if o is None:
+            self.send("8", {"11": f["11"], "17": f"S{next(self.ids)}", "37": "NONE", "39": "8", "150": "I",
+                            "55": f["55"], "54": f["54"], "151": "0", "14": "0", "6": "0", "58": "unknown order"})
+            return
+        self.report(o, "I")
+
+    def _trade(self, o: Order, qty: Decimal, price: Decimal, send: bool = True) -> None:
+        o.avg = (o.avg * o.cum + price * qty) / (o.cum + qty)
+        o.cum += qty
+        o.status = "2" if o.cum >= o.qty else "1"
+        if send:
+            self.report(o, "F", last=(qty, price))
+
+    # --- messages ------------------------------------------------------------------------------------
+
+    def report(self, o: Order, exec_type: str, orig: str | None = None, text: str = "",
+               last: tuple[Decimal, Decimal] | None = None, extra: dict[str, str] | None = None) -> None:
+        f = {"37": o.order_id or "NONE", "11": o.cl_ord_id, "17": f"E{next(self.ids)}", "150": exec_type,
+             "39": o.status, "55": o.symbol, "54": o.side, "38": _d(o.qty),
+             "151": _d(o.qty - o.cum if o.status in ("0", "1") else Decimal(0)), "14": _d(o.cum), "6": _d(o.avg)}
+        if o.price is not None:
+            f["44"] = _d(o.price)
+        if orig:
+            f["41"] = orig
+        if text:
+            f["58"] = text
+        if last:
+            f.update({"32": _d(last[0]), "31": _d(last[1]), "12": _d(last[0] * last[1] * Decimal("0.00002"))})
+        f.update(extra or {})
+        self.send("8", f)
+
+    def send(self, msg_type: str, fields: dict[str, str]) -> None:
+        m = fix.Message()
+        m.getHeader().setField(fix.BeginString("FIX.4.4"))
+        m.getHeader().setField(fix.MsgType(msg_type))
+        for tag, value in fields.items():
+            m.setField(int(tag), value)
+        fix.Session.sendToTarget(m, self.session)
+
+
+def _d(x: Decimal) -> str:
+    return format(x.normalize(), "f")
+
+
+def main() -> None:
+    settings = fix.SessionSettings(sys.argv[1])
+    app = Exchange()
+    acceptor = fix.SocketAcceptor(app, fix.FileStoreFactory(settings), settings, fix.FileLogFactory(settings))
+    acceptor.start()
+    print("exchange: listening", flush=True)
+    try:
+        sys.stdin.read()  # runs until the test closes our stdin (or kills us)
+    finally:
+        acceptor.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,428 @@
+"""The FIX venue against a real quickfix acceptor acting as the exchange (tests/fix_exchange.py, a
+subprocess): logon, orders through their lifecycle, rejects, a dropped connection and reconciliation, a
+restart on persisted sequence numbers, a failure in our own handling, and a long run under GC pressure.
+
+Order state is kept by the real order state machine (core/orders.py), as the kernel would keep it."""
+
+from __future__ import annotations
+
+import gc
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import psycopg
+import pytest
+
+from foxhunt.adapters.fix import parsing
+from foxhunt.adapters.fix.session import FixEngine, bundled_fix44, settings_text
+from foxhunt.adapters.fix.venue import FixVenue
+from foxhunt.core.orders import Order, Orders
+from foxhunt.messages.base import Input
+from foxhunt.messages.base import parse_fixed as d
+from foxhunt.messages.orders import (
+    CancelOrder,
+    OrderAccepted,
+    OrderCanceled,
+    OrderCancelRejected,
+    OrderFilled,
+    OrderPartiallyFilled,
+    OrderRejected,
+    OrderReplaced,
+    OrderSubmitted,
+    OrderType,
+    ReplaceOrder,
+    Side,
+    SubmitOrder,
+)
+from foxhunt.messages.system import VenueConnected, VenueDisconnected, VenueMessageIgnored, VenueSessionEvent
+
+HERE = Path(__file__).resolve().parent
+ORDER_EVENTS = (OrderAccepted, OrderCanceled, OrderCancelRejected, OrderFilled, OrderPartiallyFilled, OrderRejected,
+                OrderReplaced)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Exchange:
+    """The exchange subprocess, restartable; its store (sequence numbers) and message log persist."""
+
+    def __init__(self, base: Path) -> None:
+        self.port = free_port()
+        self.base = base
+        self.log = base / "exch-log"
+        self.settings = base / "exchange.cfg"
+        self.settings.write_text("\n".join([
+            "[DEFAULT]", "ConnectionType=acceptor", f"SocketAcceptPort={self.port}",
+            f"FileStorePath={base / 'exch-store'}", f"FileLogPath={self.log}", "NonStopSession=Y",
+            "UseDataDictionary=Y", f"DataDictionary={bundled_fix44()}", "", "[SESSION]", "BeginString=FIX.4.4",
+            "SenderCompID=EXCH", "TargetCompID=FOXHUNT", "",
+        ]))
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(HERE / "fix_exchange.py"), str(self.settings)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "exchange: listening", self.proc.stderr.read()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            self.proc = None
+
+
+@pytest.fixture
+def exchange(tmp_path):
+    ex = Exchange(tmp_path)
+    ex.start()
+    yield ex.port, ex.log
+    ex.stop()
+
+
+class Harness:
+    """A FixVenue and the order book it reads, with everything it published."""
+
+    def __init__(self, tmp_path: Path, port: int, **venue_options) -> None:
+        self.book = Orders()
+        self.events: list[Input] = []
+        settings = tmp_path / "foxhunt-fix.cfg"
+        settings.write_text(settings_text(
+            sender="FOXHUNT", target="EXCH", host="127.0.0.1", port=port, heartbeat_s=5, reconnect_s=1,
+            reset_on_logon=False, store_dir=tmp_path / "store", log_dir=tmp_path / "log",
+            data_dictionary=bundled_fix44(),
+        ))
+        self.engine = FixEngine(settings, "FOXHUNT", "EXCH", max_per_second=0)
+        self.venue = FixVenue("FIX", self.engine, lambda: self.book.by_id, **venue_options)
+        self.seq = 0
+
+    async def publish(self, msg: Input) -> None:
+        self.events.append(msg)
+        if isinstance(msg, ORDER_EVENTS):
+            self.book.apply(msg.order_id, msg)
+
+    def submit(self, symbol: str = "EURUSD", qty: str = "100000", order_type=OrderType.MARKET, price=None,
+               account: str = "") -> str:
+        self.seq += 1
+        cmd = SubmitOrder(ts_event=1, ts_init=1, order_id=f"t-{self.seq}-1", strategy_id="t", symbol=symbol,
+                          side=Side.BUY, order_type=order_type, quantity=d(qty),
+                          price=None if price is None else d(price))
+        self.book.add(Order.from_command(cmd))
+        self.book.apply(cmd.order_id, OrderSubmitted(ts_event=1, ts_init=1, order_id=cmd.order_id, symbol=symbol))
+        self.venue.account = account
+        self.venue.send(cmd)
+        return cmd.order_id
+
+    def of(self, order_id: str, kind: type) -> list:
+        return [e for e in self.events if isinstance(e, kind) and e.order_id == order_id]
+
+    async def until(self, condition: Callable[[], bool], timeout: float = 15) -> None:
+        with anyio.fail_after(timeout):
+            while not condition():
+                await anyio.sleep(0.02)
+
+    async def connected(self) -> None:
+        await self.until(lambda: any(isinstance(e, VenueConnected) for e in self.events))
+
+
+def sent_orders(log_dir: Path, cl_ord_id: str) -> int:
+    """NewOrderSingles with this ClOrdID that reached the exchange, from its quickfix message log."""
+    text = "".join(p.read_text() for p in log_dir.glob("*.messages.current.log"))
+    return sum(1 for line in text.splitlines() if f"\x0135=D\x01" in line and f"\x0111={cl_ord_id}\x01" in line)
+
+
+async def test_logon_and_a_market_order_filled_with_commission(exchange, tmp_path):
+    port, _ = exchange
+    h = Harness(tmp_path, port)
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.venue.run, h.publish)
+        await h.connected()
+        assert isinstance(h.events[0], VenueSessionEvent) and h.events[0].event == "logon"
+        oid = h.submit()
+        await h.until(lambda: h.of(oid, OrderFilled))
+        tg.cancel_scope.cancel()
+    (accepted,) = h.of(oid, OrderAccepted)
+    assert accepted.venue_order_id.startswith("X")
+    (fill,) = h.of(oid, OrderFilled)
+    assert (fill.last_qty, fill.last_price, fill.leaves_qty) == (d("100000"), d("1.1"), 0)
+    assert fill.commission == d("2.2")  # 0.2 bp of 110,000
+    assert h.book.get(oid).status.value == "FILLED"
+
+
+async def test_replace_partial_fill_cancel_and_a_reject_with_its_reason(exchange, tmp_path):
+    port, _ = exchange
+    h = Harness(tmp_path, port)
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.venue.run, h.publish)
+        await h.connected()
+        resting = h.submit(order_type=OrderType.LIMIT, price="1.09")
+        big = h.submit(qty="200000", order_type=OrderType.LIMIT, price="1.095")
+        bad = h.submit(symbol="XAUUSD")
+        await h.until(lambda: h.of(resting, OrderAccepted) and h.of(big, OrderPartiallyFilled) and h.of(bad, OrderRejected))
+        h.venue.send(ReplaceOrder(ts_event=2, ts_init=2, order_id=resting, symbol="EURUSD", quantity=d("50000"),
+                                  price=d("1.0905")))
+        await h.until(lambda: h.of(resting, OrderReplaced))
+        h.venue.send(CancelOrder(ts_event=3, ts_init=3, order_id=resting, symbol="EURUSD"))  # by its new ClOrdID
+        await h.until(lambda: h.of(resting, OrderCanceled))
+        h.venue.send(CancelOrder(ts_event=4, ts_init=4, order_id=resting, symbol="EURUSD"))  # once more: too late
+        await h.until(lambda: h.of(resting, OrderCancelRejected))
+        tg.cancel_scope.cancel()
+    (replaced,) = h.of(resting, OrderReplaced)
+    assert (replaced.quantity, replaced.price) == (d("50000"), d("1.0905"))
+    (partial,) = h.of(big, OrderPartiallyFilled)
+    assert (partial.last_qty, partial.leaves_qty, partial.last_price) == (d("100000"), d("100000"), d("1.095"))
+    (rejected,) = h.of(bad, OrderRejected)
+    assert rejected.reason == "unknown symbol (103=1): no such symbol"
+    assert "too late to cancel" in h.of(resting, OrderCancelRejected)[0].reason
+
+
+async def test_a_dropped_connection_is_reconciled_on_logon_without_a_duplicate_order(exchange, tmp_path):
+    port, exchange_log = exchange
+    h = Harness(tmp_path, port)
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.venue.run, h.publish)
+        await h.connected()
+        oid = h.submit(order_type=OrderType.LIMIT, price="1.09", account="DROP")  # filled while we are away
+        await h.until(lambda: any(isinstance(e, VenueDisconnected) for e in h.events))
+        await h.until(lambda: sum(isinstance(e, VenueConnected) for e in h.events) == 2, timeout=30)
+        tg.cancel_scope.cancel()
+    kinds = [type(e).__name__ for e in h.events]
+    reconnect = kinds.index("VenueDisconnected")
+    after = h.events[reconnect:]
+    fills = [e for e in after if isinstance(e, OrderFilled)]
+    assert len(fills) == 1 and fills[0].trade_id.startswith("reconciled-") and fills[0].last_qty == d("100000")
+    reconciled = next(e for e in after if isinstance(e, VenueSessionEvent) and e.event == "reconciled")
+    # the order is filled before the venue counts as connected again: trading resumes on reconciled state
+    assert after.index(fills[0]) < after.index(reconciled) < kinds.index("VenueConnected", reconnect) - reconnect + 1
+    assert h.book.get(oid).status.value == "FILLED"
+    assert sent_orders(exchange_log, oid) == 1
+
+
+async def test_a_restart_continues_the_sequence_and_answers_a_resend_request(exchange, tmp_path):
+    port, exchange_log = exchange
+    h = Harness(tmp_path, port)
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.venue.run, h.publish)
+        await h.connected()
+        first = h.submit()
+        await h.until(lambda: h.of(first, OrderFilled))
+        tg.cancel_scope.cancel()
+    # skip five of our sequence numbers in the persisted store: the exchange will ask us to resend them
+    (seqnums,) = (tmp_path / "store").glob("*.seqnums")
+    sender, target = (int(x) for x in seqnums.read_text().split(":"))
+    seqnums.write_text(f"{sender + 5:010d} : {target:010d}")
+    h2 = Harness(tmp_path, port)
+    h2.book, h2.seq = h.book, h.seq
+    async with anyio.create_task_group() as tg:
+        await tg.start(h2.venue.run, h2.publish)
+        await h2.connected()
+        second = h2.submit()
+        await h2.until(lambda: h2.of(second, OrderFilled))
+        tg.cancel_scope.cancel()
+    text = "".join(p.read_text() for p in exchange_log.glob("*.messages.current.log"))
+    logons = [line for line in text.splitlines() if "\x0135=A\x01" in line and "\x0149=FOXHUNT\x01" in line]
+    assert int(logons[-1].split("\x0134=")[1].split("\x01")[0]) == sender + 5  # continued, not reset to 1
+    assert "\x0135=2\x01" in text  # the exchange asked for the gap ...
+    assert "\x01123=Y\x01" in text  # ... and we answered with a gap fill (orders are never sent twice)
+    assert sent_orders(exchange_log, first) == 1
+
+
+async def test_a_failure_in_our_own_handling_is_recorded_and_the_session_goes_on(exchange, tmp_path, monkeypatch):
+    port, _ = exchange
+    h = Harness(tmp_path, port)
+    real = parsing.execution_report
+    calls = []
+
+    def flaky(f, ts):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a bug in foxhunt")
+        return real(f, ts)
+
+    monkeypatch.setattr(parsing, "execution_report", flaky)
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.venue.run, h.publish)
+        await h.connected()
+        first = h.submit()
+        await h.until(lambda: h.of(first, OrderFilled))
+        second = h.submit()
+        await h.until(lambda: h.of(second, OrderFilled))
+        tg.cancel_scope.cancel()
+    (ignored,) = [e for e in h.events if isinstance(e, VenueMessageIgnored)]
+    assert ignored.reason == "foxhunt failed to handle it: RuntimeError: a bug in foxhunt"
+    assert "35=8" in ignored.raw
+
+
+async def test_ten_thousand_messages_under_gc_pressure(exchange, tmp_path):
+    port, _ = exchange
+    h = Harness(tmp_path, port)
+    stop = threading.Event()
+
+    def collect():  # full collections from another thread, a hundred a second, while callbacks run
+        while not stop.wait(0.01):
+            gc.collect()
+
+    collector = threading.Thread(target=collect, daemon=True)
+    old = gc.get_threshold()
+    gc.set_threshold(100, 2, 2)  # and the collector itself runs far more often than by default
+    collector.start()
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(h.venue.run, h.publish)
+            await h.connected()
+            ids = [h.submit() for _ in range(3400)]  # each: order out, accepted and filled back in: 10,200
+            await h.until(lambda: all(h.book.get(i).status.value == "FILLED" for i in ids), timeout=180)
+            tg.cancel_scope.cancel()
+    finally:
+        stop.set()
+        collector.join()
+        gc.set_threshold(*old)
+    assert sum(isinstance(e, OrderFilled) for e in h.events) == 3400
+    assert not any(isinstance(e, VenueMessageIgnored) for e in h.events)
+
+
+# --- a counterparty that misbehaves on the wire ------------------------------------------------------
+
+
+def fix_message(fields: list[tuple[int, str]], checksum: int | None = None) -> bytes:
+    body = "".join(f"{t}={v}\x01" for t, v in fields)
+    head = f"8=FIX.4.4\x019={len(body)}\x01"
+    total = sum((head + body).encode()) % 256 if checksum is None else checksum
+    return (head + body + f"10={total:03d}\x01").encode()
+
+
+class RawCounterparty(threading.Thread):
+    """A FIX acceptor written by hand: answers the logon, then sends what the test gives it, valid or not."""
+
+    def __init__(self, messages: list[tuple[int, Callable]]) -> None:
+        super().__init__(daemon=True)
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.messages = messages
+        self.received = b""
+
+    @staticmethod
+    def header(seq: int, msg_type: str) -> list[tuple[int, str]]:
+        # a current SendingTime: quickfix refuses messages older than its MaxLatency
+        return [(35, msg_type), (34, str(seq)), (49, "EXCH"), (52, parsing.utc_timestamp(time.time_ns())),
+                (56, "FOXHUNT")]
+
+    def run(self) -> None:
+        conn, _ = self.server.accept()
+        conn.settimeout(10)
+        self.received += conn.recv(4096)  # the logon
+        conn.sendall(fix_message([*self.header(1, "A"), (98, "0"), (108, "5")]))
+        for seq, make in self.messages:
+            conn.sendall(make(seq, self.header))
+        try:
+            while chunk := conn.recv(4096):
+                self.received += chunk
+        except OSError:
+            pass
+
+
+async def test_malformed_and_unexpected_messages_from_the_counterparty_do_not_crash_anything(tmp_path):
+    def report(cl_ord_id: str, **extra: str):
+        def make(seq, header):
+            fields = [*header(seq, "8"), (37, "X9"), (11, cl_ord_id), (17, f"E{seq}"), (150, "0"), (39, "0"),
+                      (55, "EURUSD"), (54, "1"), (151, "100000"), (14, "0"), (6, "0")]
+            fields = [(t, v) for t, v in fields if str(t) not in extra.get("drop", "").split(",")]
+            return fix_message(fields, checksum=int(extra["checksum"]) if "checksum" in extra else None)
+        return make
+
+    counterparty = RawCounterparty([  # (MsgSeqNum, message)
+        (2, report("t-1-1", checksum="7")),  # bad checksum: quickfix drops it, seq 2 still expected
+        (0, lambda seq, header: b"this is not FIX at all\x01\x01"),  # garbage between messages: skipped
+        (2, report("t-1-1", drop="150")),  # required tag missing: rejected at the session level
+        (3, report("ghost-1")),  # well-formed, for an order foxhunt never sent
+    ])
+    counterparty.start()
+    h = Harness(tmp_path, counterparty.port)
+    async with anyio.create_task_group() as tg:
+        await tg.start(h.venue.run, h.publish)
+        await h.connected()
+        await h.until(lambda: any(isinstance(e, VenueMessageIgnored) for e in h.events))
+        await anyio.sleep(0.5)
+        tg.cancel_scope.cancel()
+    ignored = [e for e in h.events if isinstance(e, VenueMessageIgnored)]
+    assert [e.reason for e in ignored] == ["execution report for an order foxhunt never sent: ClOrdID 'ghost-1'"]
+    assert b"\x0135=3\x01" in counterparty.received  # the session-level reject of the message lacking tag 150
+    assert b"\x01373=1\x01" in counterparty.received or b"\x01371=150\x01" in counterparty.received
+
+
+async def test_an_order_the_counterparty_asks_us_to_resend_is_not_sent_twice(tmp_path):
+    ex = Exchange(tmp_path)
+    ex.start()
+    try:
+        h = Harness(tmp_path, ex.port)
+        async with anyio.create_task_group() as tg:
+            await tg.start(h.venue.run, h.publish)
+            await h.connected()
+            first = h.submit()
+            await h.until(lambda: h.of(first, OrderFilled))
+            tg.cancel_scope.cancel()
+        ex.stop()
+        # the exchange lost track of what it received from us: it will ask for everything again
+        (seqnums,) = (tmp_path / "exch-store").glob("*.seqnums")
+        sender, _ = (int(x) for x in seqnums.read_text().split(":"))
+        seqnums.write_text(f"{sender:010d} : {1:010d}")
+        ex.start()
+        h2 = Harness(tmp_path, ex.port)
+        h2.book, h2.seq = h.book, h.seq
+        async with anyio.create_task_group() as tg:
+            await tg.start(h2.venue.run, h2.publish)
+            await h2.connected()
+            await h2.until(lambda: any(isinstance(e, VenueSessionEvent) and e.event == "resend_suppressed"
+                                       for e in h2.events))
+            tg.cancel_scope.cancel()
+    finally:
+        ex.stop()
+    events = {e.event for e in h2.events if isinstance(e, VenueSessionEvent)}
+    assert {"logon", "resend_request", "resend_suppressed"} <= events
+    suppressed = next(e for e in h2.events if isinstance(e, VenueSessionEvent) and e.event == "resend_suppressed")
+    assert f"11={first}|" in suppressed.detail
+    assert sent_orders(ex.log, first) == 1  # the original only
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("strategy", ["ema_cross", "zscore"])  # market orders; resting limit orders
+def test_the_daemon_trades_through_fix_and_its_journal_verifies(exchange, cli_env, pg_dsn, journal_name, strategy):
+    import json
+
+    port, exchange_log = exchange
+    env = {**cli_env, "FOXHUNT_STRATEGY__NAME": strategy, "FOXHUNT_RUN__VENUE": "fix", "FOXHUNT_FIX__TARGET_COMP_ID": "EXCH",
+           "FOXHUNT_FIX__PORT": str(port), "FOXHUNT_FIX__RECONNECT_S": "1", "FOXHUNT_ADMIN__ENABLED": "false",
+           "FOXHUNT_FIX__MAX_MESSAGES_PER_SECOND": "0"}
+    run = subprocess.run(
+        [sys.executable, "-m", "foxhunt", "run", "--journal", journal_name, "--feed", "synthetic:n=3000,rate=1000",
+         "--json"], env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    summary = json.loads(run.stdout)
+    assert summary["orders"] - summary["denied"] > 5, summary
+    verify = subprocess.run([sys.executable, "-m", "foxhunt", "replay", journal_name, "--verify", "--json"],
+                            env=cli_env, capture_output=True, text=True, timeout=120)
+    assert verify.returncode == 0, verify.stderr[-3000:]
+    assert json.loads(verify.stdout)["state_digest"] == summary["state_digest"]
+    text = "".join(p.read_text() for p in exchange_log.glob("*.messages.current.log"))
+    assert text.count("\x0135=D\x01") == summary["orders"] - summary["denied"]
+    if strategy == "zscore":  # limit orders were resting: the stop policy canceled them and waited to hear so
+        with psycopg.connect(pg_dsn) as conn:
+            kinds = [k for (k,) in conn.execute(
+                "SELECT e.kind FROM events e JOIN journals j ON j.id = e.journal_id WHERE j.name = %s ORDER BY e.seq",
+                (journal_name,))]
+        tail = kinds[kinds.index("AdminCommand"):]
+        assert "OrderCanceled" in tail and tail[-1] == "RunStopped"
+        assert "\x0135=F\x01" in text
