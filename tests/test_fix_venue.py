@@ -63,7 +63,7 @@ class Exchange:
         self.settings = base / "exchange.cfg"
         self.settings.write_text("\n".join([
             "[DEFAULT]", "ConnectionType=acceptor", f"SocketAcceptPort={self.port}",
-            f"FileStorePath={base / 'exch-store'}", f"FileLogPath={self.log}", "NonStopSession=Y",
+            f"FileStorePath={base / 'exch-store'}", f"FileLogPath={self.log}", "NonStopSession=Y", "SocketNodelay=Y",
             "UseDataDictionary=Y", f"DataDictionary={bundled_fix44()}", "", "[SESSION]", "BeginString=FIX.4.4",
             "SenderCompID=EXCH", "TargetCompID=FOXHUNT", "",
         ]))
@@ -398,11 +398,17 @@ async def test_an_order_the_counterparty_asks_us_to_resend_is_not_sent_twice(tmp
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("strategy", ["ema_cross", "zscore"])  # market orders; resting limit orders
-def test_the_daemon_trades_through_fix_and_its_journal_verifies(exchange, cli_env, pg_dsn, journal_name, strategy):
+def test_the_daemon_trades_through_fix_and_its_journal_verifies(
+    exchange, cli_env, pg_dsn, journal_name, strategy, state_dir, tmp_path
+):
     import json
 
     port, exchange_log = exchange
-    env = {**cli_env, "FOXHUNT_STRATEGY__NAME": strategy, "FOXHUNT_RUN__VENUE": "fix", "FOXHUNT_FIX__TARGET_COMP_ID": "EXCH",
+    # the FIX message store (sequence numbers) lives in the state directory: one per test, as each test's
+    # exchange starts afresh; the journal database and compiled kernels are the session's
+    env = {**cli_env, "FOXHUNT_STATE_DIR": str(tmp_path), "FOXHUNT_DSN": pg_dsn,
+           "FOXHUNT_STATE__NUMBA_CACHE_DIR": str(state_dir / "numba-cache"),
+           "FOXHUNT_STRATEGY__NAME": strategy, "FOXHUNT_RUN__VENUE": "fix", "FOXHUNT_FIX__TARGET_COMP_ID": "EXCH",
            "FOXHUNT_FIX__PORT": str(port), "FOXHUNT_FIX__RECONNECT_S": "1", "FOXHUNT_ADMIN__ENABLED": "false",
            "FOXHUNT_FIX__MAX_MESSAGES_PER_SECOND": "0"}
     run = subprocess.run(
