@@ -6,6 +6,7 @@ Order state is kept by the real order state machine (core/orders.py), as the ker
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import socket
 import subprocess
@@ -136,6 +137,15 @@ class Harness:
     async def connected(self) -> None:
         await self.until(lambda: any(isinstance(e, VenueConnected) for e in self.events))
 
+    @contextlib.asynccontextmanager
+    async def running(self):
+        """The venue's pump running, logged on and reconciled; stopped (engine and all) on the way out."""
+        async with anyio.create_task_group() as tg:
+            await tg.start(self.venue.run, self.publish)
+            await self.connected()
+            yield
+            tg.cancel_scope.cancel()
+
 
 def sent_orders(log_dir: Path, cl_ord_id: str) -> int:
     """NewOrderSingles with this ClOrdID that reached the exchange, from its quickfix message log."""
@@ -146,13 +156,10 @@ def sent_orders(log_dir: Path, cl_ord_id: str) -> int:
 async def test_logon_and_a_market_order_filled_with_commission(exchange, tmp_path):
     port, _ = exchange
     h = Harness(tmp_path, port)
-    async with anyio.create_task_group() as tg:
-        await tg.start(h.venue.run, h.publish)
-        await h.connected()
+    async with h.running():
         assert isinstance(h.events[0], VenueSessionEvent) and h.events[0].event == "logon"
         oid = h.submit()
         await h.until(lambda: h.of(oid, OrderFilled))
-        tg.cancel_scope.cancel()
     (accepted,) = h.of(oid, OrderAccepted)
     assert accepted.venue_order_id.startswith("X")
     (fill,) = h.of(oid, OrderFilled)
@@ -164,9 +171,7 @@ async def test_logon_and_a_market_order_filled_with_commission(exchange, tmp_pat
 async def test_replace_partial_fill_cancel_and_a_reject_with_its_reason(exchange, tmp_path):
     port, _ = exchange
     h = Harness(tmp_path, port)
-    async with anyio.create_task_group() as tg:
-        await tg.start(h.venue.run, h.publish)
-        await h.connected()
+    async with h.running():
         resting = h.submit(order_type=OrderType.LIMIT, price="1.09")
         big = h.submit(qty="200000", order_type=OrderType.LIMIT, price="1.095")
         bad = h.submit(symbol="XAUUSD")
@@ -178,7 +183,6 @@ async def test_replace_partial_fill_cancel_and_a_reject_with_its_reason(exchange
         await h.until(lambda: h.of(resting, OrderCanceled))
         h.venue.send(CancelOrder(ts_event=4, ts_init=4, order_id=resting, symbol="EURUSD"))  # once more: too late
         await h.until(lambda: h.of(resting, OrderCancelRejected))
-        tg.cancel_scope.cancel()
     (replaced,) = h.of(resting, OrderReplaced)
     assert (replaced.quantity, replaced.price) == (d("50000"), d("1.0905"))
     (partial,) = h.of(big, OrderPartiallyFilled)
@@ -191,13 +195,10 @@ async def test_replace_partial_fill_cancel_and_a_reject_with_its_reason(exchange
 async def test_a_dropped_connection_is_reconciled_on_logon_without_a_duplicate_order(exchange, tmp_path):
     port, exchange_log = exchange
     h = Harness(tmp_path, port)
-    async with anyio.create_task_group() as tg:
-        await tg.start(h.venue.run, h.publish)
-        await h.connected()
+    async with h.running():
         oid = h.submit(order_type=OrderType.LIMIT, price="1.09", account="DROP")  # filled while we are away
         await h.until(lambda: any(isinstance(e, VenueDisconnected) for e in h.events))
         await h.until(lambda: sum(isinstance(e, VenueConnected) for e in h.events) == 2, timeout=30)
-        tg.cancel_scope.cancel()
     kinds = [type(e).__name__ for e in h.events]
     reconnect = kinds.index("VenueDisconnected")
     after = h.events[reconnect:]
@@ -213,24 +214,18 @@ async def test_a_dropped_connection_is_reconciled_on_logon_without_a_duplicate_o
 async def test_a_restart_continues_the_sequence_and_answers_a_resend_request(exchange, tmp_path):
     port, exchange_log = exchange
     h = Harness(tmp_path, port)
-    async with anyio.create_task_group() as tg:
-        await tg.start(h.venue.run, h.publish)
-        await h.connected()
+    async with h.running():
         first = h.submit()
         await h.until(lambda: h.of(first, OrderFilled))
-        tg.cancel_scope.cancel()
     # skip five of our sequence numbers in the persisted store: the exchange will ask us to resend them
     (seqnums,) = (tmp_path / "store").glob("*.seqnums")
     sender, target = (int(x) for x in seqnums.read_text().split(":"))
     seqnums.write_text(f"{sender + 5:010d} : {target:010d}")
     h2 = Harness(tmp_path, port)
     h2.book, h2.seq = h.book, h.seq
-    async with anyio.create_task_group() as tg:
-        await tg.start(h2.venue.run, h2.publish)
-        await h2.connected()
+    async with h2.running():
         second = h2.submit()
         await h2.until(lambda: h2.of(second, OrderFilled))
-        tg.cancel_scope.cancel()
     text = "".join(p.read_text() for p in exchange_log.glob("*.messages.current.log"))
     logons = [line for line in text.splitlines() if "\x0135=A\x01" in line and "\x0149=FOXHUNT\x01" in line]
     assert int(logons[-1].split("\x0134=")[1].split("\x01")[0]) == sender + 5  # continued, not reset to 1
@@ -252,14 +247,11 @@ async def test_a_failure_in_our_own_handling_is_recorded_and_the_session_goes_on
         return real(f, ts)
 
     monkeypatch.setattr(parsing, "execution_report", flaky)
-    async with anyio.create_task_group() as tg:
-        await tg.start(h.venue.run, h.publish)
-        await h.connected()
+    async with h.running():
         first = h.submit()
         await h.until(lambda: h.of(first, OrderFilled))
         second = h.submit()
         await h.until(lambda: h.of(second, OrderFilled))
-        tg.cancel_scope.cancel()
     (ignored,) = [e for e in h.events if isinstance(e, VenueMessageIgnored)]
     assert ignored.reason == "foxhunt failed to handle it: RuntimeError: a bug in foxhunt"
     assert "35=8" in ignored.raw
@@ -279,12 +271,9 @@ async def test_ten_thousand_messages_under_gc_pressure(exchange, tmp_path):
     gc.set_threshold(100, 2, 2)  # and the collector itself runs far more often than by default
     collector.start()
     try:
-        async with anyio.create_task_group() as tg:
-            await tg.start(h.venue.run, h.publish)
-            await h.connected()
+        async with h.running():
             ids = [h.submit() for _ in range(3400)]  # each: order out, accepted and filled back in: 10,200
             await h.until(lambda: all(h.book.get(i).status.value == "FILLED" for i in ids), timeout=180)
-            tg.cancel_scope.cancel()
     finally:
         stop.set()
         collector.join()
@@ -350,12 +339,9 @@ async def test_malformed_and_unexpected_messages_from_the_counterparty_do_not_cr
     ])
     counterparty.start()
     h = Harness(tmp_path, counterparty.port)
-    async with anyio.create_task_group() as tg:
-        await tg.start(h.venue.run, h.publish)
-        await h.connected()
+    async with h.running():
         await h.until(lambda: any(isinstance(e, VenueMessageIgnored) for e in h.events))
         await anyio.sleep(0.5)
-        tg.cancel_scope.cancel()
     ignored = [e for e in h.events if isinstance(e, VenueMessageIgnored)]
     assert [e.reason for e in ignored] == ["execution report for an order foxhunt never sent: ClOrdID 'ghost-1'"]
     assert b"\x0135=3\x01" in counterparty.received  # the session-level reject of the message lacking tag 150
@@ -367,12 +353,9 @@ async def test_an_order_the_counterparty_asks_us_to_resend_is_not_sent_twice(tmp
     ex.start()
     try:
         h = Harness(tmp_path, ex.port)
-        async with anyio.create_task_group() as tg:
-            await tg.start(h.venue.run, h.publish)
-            await h.connected()
+        async with h.running():
             first = h.submit()
             await h.until(lambda: h.of(first, OrderFilled))
-            tg.cancel_scope.cancel()
         ex.stop()
         # the exchange lost track of what it received from us: it will ask for everything again
         (seqnums,) = (tmp_path / "exch-store").glob("*.seqnums")
@@ -381,12 +364,9 @@ async def test_an_order_the_counterparty_asks_us_to_resend_is_not_sent_twice(tmp
         ex.start()
         h2 = Harness(tmp_path, ex.port)
         h2.book, h2.seq = h.book, h.seq
-        async with anyio.create_task_group() as tg:
-            await tg.start(h2.venue.run, h2.publish)
-            await h2.connected()
+        async with h2.running():
             await h2.until(lambda: any(isinstance(e, VenueSessionEvent) and e.event == "resend_suppressed"
                                        for e in h2.events))
-            tg.cancel_scope.cancel()
     finally:
         ex.stop()
     events = {e.event for e in h2.events if isinstance(e, VenueSessionEvent)}

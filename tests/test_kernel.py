@@ -7,6 +7,7 @@ from decimal import Decimal
 import pytest
 
 from foxhunt.core.kernel import Kernel, KernelError
+from foxhunt.core.operator import OperatorError
 from foxhunt.messages import codec
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.orders import (
@@ -110,7 +111,7 @@ def test_unknown_input_or_admin_command_is_a_bug():
     k, _ = kernel()
     with pytest.raises(KernelError, match="does not handle"):
         k.handle(1, OrderSubmitted(ts_event=1, ts_init=1, order_id="x", symbol="EURUSD"))
-    with pytest.raises(KernelError, match="unknown admin command 'dance'"):
+    with pytest.raises(OperatorError, match="unknown admin command 'dance'"):
         k.handle(1, AdminCommand(ts_event=1, ts_init=1, command="dance"))
 
 

@@ -13,9 +13,10 @@ from typing import NamedTuple
 
 import msgspec
 
+from foxhunt.core.operator import Operator
 from foxhunt.core.orders import Order, Orders
 from foxhunt.core.portfolio import Portfolio
-from foxhunt.core.risk import PreTradeRisk, RiskLimits
+from foxhunt.core.risk import PreTradeRisk
 from foxhunt.core.safeguards import Safeguards
 from foxhunt.core.strategy import Strategy, StrategyContext
 from foxhunt.messages.base import Derived, Input
@@ -32,25 +33,19 @@ from foxhunt.messages.orders import (
     OrderRejected,
     OrderReplaced,
     OrderSubmitted,
-    OrderType,
     ReplaceOrder,
-    Side,
     SubmitOrder,
-    TimeInForce,
 )
 from foxhunt.messages.system import (
     AdminCommand,
-    CommandRejected,
     ConfigReloaded,
     FeedGap,
     JournalDegraded,
     JournalRecovered,
     MarketDataFlagged,
     PositionChanged,
-    RiskLimitChanged,
     RunStarted,
     RunStopped,
-    StrategyStateChanged,
     TimerFired,
     TradingState,
     TradingStateChanged,
@@ -63,7 +58,6 @@ from foxhunt.messages.system import (
 # A strategy that answers every event with a new request would never let an input end.
 MAX_ROUNDS = 1000
 
-ADMIN_COMMANDS = ("halt", "reduce", "resume", "kill", "flatten", "cancel", "limit", "strategy")
 _SEVERITY = {TradingState.ACTIVE: 0, TradingState.REDUCING: 1, TradingState.HALTED: 2}  # tighten()'s order
 
 
@@ -100,7 +94,8 @@ class Kernel:
         self.ts_event = 0
         self.ts_init = 0
         self.safeguards = Safeguards(self)
-        self._follow_limits()
+        self.operator = Operator(self)
+        self.follow_limits()
         self._order_counter = 0
         # scratch lists reused for every input (copied out only when something was derived): most quotes
         # derive nothing, and allocating two lists per quote wakes the garbage collector for nothing
@@ -137,9 +132,9 @@ class Kernel:
                 for s in self.running:
                     s.on_timer(msg, self.contexts[s.strategy_id])
             case AdminCommand():
-                self._on_admin(msg)
+                self.operator.on_admin(msg)
             case ConfigReloaded():
-                self._on_config_reloaded(msg)
+                self.operator.on_config_reloaded(msg)
             case JournalDegraded():
                 self._on_journal_degraded(msg)
             case JournalRecovered():
@@ -171,6 +166,18 @@ class Kernel:
         orders = [(o.order_id, o.status.value, o.filled_qty, o.quantity, o.price) for o in self.orders.by_id.values()]
         state = [self.state.value, positions, orders, self.portfolio.max_drawdown]
         return hashlib.sha256(msgspec.msgpack.encode(state)).hexdigest()[:16]
+
+    def set_paused(self, strategy_id: str, paused: bool) -> None:
+        """Pause or resume a strategy: a paused one is not called for market data or timers."""
+        (self.paused.add if paused else self.paused.discard)(strategy_id)
+        self.running = [s for s in self.strategies if s.strategy_id not in self.paused]
+        self._quote_handlers = [(s.on_quote, self.contexts[s.strategy_id]) for s in self.running]
+
+    def follow_limits(self) -> None:
+        """What the quote path must do depends on which limits are on; decided here, once per change."""
+        limits = self.gate.limits
+        self.portfolio.set_track_gross(limits.max_gross_exposure is not None or limits.credit_limit is not None)
+        self.safeguards.follow_limits()
 
     def emit(self, event: Derived) -> None:
         """Record a derived event of the input being handled (for the kernel's helpers)."""
@@ -240,12 +247,6 @@ class Kernel:
         )
         self._on_order_event(fill.order_id, fill)
         self.safeguards.on_fill(fill)
-
-    def _follow_limits(self) -> None:
-        """What the quote path must do depends on which limits are on; decided here, once per change."""
-        limits = self.gate.limits
-        self.portfolio.set_track_gross(limits.max_gross_exposure is not None or limits.credit_limit is not None)
-        self.safeguards.follow_limits()
 
     def tighten(self, state: TradingState, msg: Input, cause: str) -> None:
         """Breakers and throttles only ever move trading towards HALTED; an operator moves it back. A halt
@@ -321,129 +322,6 @@ class Kernel:
             ctx.seed(msg.seed)
             s.on_start(ctx)
 
-    def _on_admin(self, cmd: AdminCommand) -> None:
-        match cmd.command:
-            case "halt":
-                self._set_state(TradingState.HALTED, cmd)
-            case "reduce":
-                self._set_state(TradingState.REDUCING, cmd)
-            case "resume":
-                self.safeguards.breakers.acknowledged()
-                self._set_state(TradingState.ACTIVE, cmd)
-            case "kill":
-                self._cancel_all(cmd)
-                self._set_state(TradingState.HALTED, cmd)
-            case "flatten":
-                self._flatten(cmd)
-            case "cancel":
-                self._cancel_orders(cmd)
-            case "limit":
-                self._set_limit(cmd)
-            case "strategy":
-                self._pause_strategy(cmd)
-            case _:
-                raise KernelError(f"unknown admin command {cmd.command!r}; known: {', '.join(ADMIN_COMMANDS)}")
-
-    def _reject(self, cmd: AdminCommand, reason: str) -> None:
-        """A command that cannot apply changes nothing and is recorded as rejected, with why."""
-        text = " ".join([cmd.command, *cmd.args])
-        self._derived.append(CommandRejected(ts_event=cmd.ts_event, ts_init=cmd.ts_init, command=text, reason=reason))
-
-    def _set_limit(self, cmd: AdminCommand) -> None:
-        """`limit set NAME VALUE`: a risk limit changes where the command stands in the journal, so replay
-        changes it at the same point."""
-        if len(cmd.args) != 3 or cmd.args[0] != "set":
-            return self._reject(cmd, "usage: limit set NAME VALUE")
-        try:
-            previous, value = self.gate.set_limit(cmd.args[1], cmd.args[2])
-        except ValueError as e:
-            return self._reject(cmd, str(e))
-        self._follow_limits()
-        self._derived.append(
-            RiskLimitChanged(ts_event=cmd.ts_event, ts_init=cmd.ts_init, name=cmd.args[1], previous=previous,
-                             value=value, cause=f"admin limit by {_operator(cmd)}: {cmd.reason}")
-        )
-
-    def _cancel_orders(self, cmd: AdminCommand) -> None:
-        if cmd.args == ["all"]:
-            return self._cancel_all(cmd)
-        unknown = [order_id for order_id in cmd.args if order_id not in self.orders.by_id]
-        if not cmd.args or unknown:
-            return self._reject(cmd, f"no such order: {', '.join(unknown)}" if unknown else "usage: cancel ORDER...|all")
-        for order_id in cmd.args:
-            self._request_cancel(self.orders.get(order_id), cmd)
-
-    def _flatten(self, cmd: AdminCommand) -> None:
-        """`flatten [SYMBOL]`: cancel the working orders of the instrument (of all, without a symbol) and
-        close its position with a reduce-only market order. The orders pass the pre-trade gate like any
-        other: in HALTED they are denied, so an operator who wants out moves to REDUCING first."""
-        if len(cmd.args) > 1 or (cmd.args and cmd.args[0] not in self.instruments):
-            return self._reject(cmd, f"no such instrument: {cmd.args[0]}" if cmd.args else "usage: flatten [SYMBOL]")
-        symbols = cmd.args or sorted(self.instruments)
-        for order in list(self.orders.open.values()):
-            if order.symbol in symbols:
-                self._request_cancel(order, cmd)
-        for symbol in symbols:
-            pos = self.portfolio.positions.get(symbol)
-            if pos is None or pos.quantity == 0:
-                continue
-            self.requests.append(
-                SubmitOrder(
-                    ts_event=cmd.ts_event, ts_init=cmd.ts_init, order_id=self.next_order_id("admin"),
-                    strategy_id="admin", symbol=symbol, side=Side.SELL if pos.quantity > 0 else Side.BUY,
-                    order_type=OrderType.MARKET, quantity=abs(pos.quantity), time_in_force=TimeInForce.IOC,
-                    reduce_only=True,
-                )
-            )
-
-    def _pause_strategy(self, cmd: AdminCommand) -> None:
-        """`strategy pause|resume NAME`: a paused strategy is not called for market data or timers (so it
-        asks for nothing); its working orders stay, and it still hears about them."""
-        if len(cmd.args) != 2 or cmd.args[0] not in ("pause", "resume"):
-            return self._reject(cmd, "usage: strategy pause|resume NAME")
-        action, name = cmd.args
-        if name not in self.contexts:
-            return self._reject(cmd, f"no strategy named {name!r}; running: {', '.join(self.contexts) or 'none'}")
-        pause = action == "pause"
-        if pause == (name in self.paused):
-            return self._reject(cmd, f"strategy {name} is already {'paused' if pause else 'running'}")
-        (self.paused.add if pause else self.paused.discard)(name)
-        self.running = [s for s in self.strategies if s.strategy_id not in self.paused]
-        self._quote_handlers = [(s.on_quote, self.contexts[s.strategy_id]) for s in self.running]
-        self._derived.append(
-            StrategyStateChanged(ts_event=cmd.ts_event, ts_init=cmd.ts_init, strategy_id=name, paused=pause,
-                                 cause=f"admin strategy {action} by {_operator(cmd)}: {cmd.reason}")
-        )
-
-    def _on_config_reloaded(self, msg: ConfigReloaded) -> None:
-        """The risk limits of a reloaded configuration take effect here, live and in replay alike."""
-        limits = msgspec.json.decode(msg.risk, type=RiskLimits)
-        before = self.gate.limits
-        if limits != before:
-            self.gate.configure(limits)
-            self._follow_limits()
-        for name in msg.changed:
-            self._derived.append(
-                RiskLimitChanged(ts_event=msg.ts_event, ts_init=msg.ts_init, name=name,
-                                 previous=_limit_text(before, name), value=_limit_text(limits, name),
-                                 cause=f"configuration reloaded from {msg.source}")
-            )
-
-    def _cancel_all(self, cmd: AdminCommand) -> None:
-        for order in list(self.orders.open.values()):
-            self._request_cancel(order, cmd)
-
-    def _request_cancel(self, order: Order, cmd: AdminCommand) -> None:
-        self.requests.append(
-            CancelOrder(
-                ts_event=cmd.ts_event,
-                ts_init=cmd.ts_init,
-                order_id=order.order_id,
-                symbol=order.symbol,
-                reason=f"admin {cmd.command} by {_operator(cmd)}",
-            )
-        )
-
     def _on_journal_degraded(self, msg: JournalDegraded) -> None:
         if self.state_before_journal_halt is None:
             self.state_before_journal_halt = self.state
@@ -455,10 +333,6 @@ class Kernel:
             state, self.state_before_journal_halt = self.state_before_journal_halt, None
             self.change_state(state, msg, f"journal recovered after {msg.outage_ns // 1_000_000} ms")
 
-    def _set_state(self, state: TradingState, cmd: AdminCommand) -> None:
-        self.state_before_journal_halt = None  # an operator's decision overrides the journal's
-        self.change_state(state, cmd, f"admin {cmd.command} by {_operator(cmd)}: {cmd.reason}")
-
     def change_state(self, state: TradingState, cause_msg: Input, cause: str) -> None:
         if state is self.state:
             return
@@ -469,17 +343,6 @@ class Kernel:
             )
         )
         self.state = state
-
-
-def _operator(cmd: AdminCommand) -> str:
-    return cmd.operator or f"uid {cmd.operator_uid}"
-
-
-def _limit_text(limits: RiskLimits, name: str) -> str:
-    node = msgspec.to_builtins(limits)
-    for key in name.split("."):
-        node = node.get(key) if isinstance(node, dict) else None
-    return "off" if node is None else str(node)
 
 
 _NOTHING = Step((), ())  # shared, immutable: most quotes derive nothing

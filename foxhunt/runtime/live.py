@@ -51,14 +51,12 @@ from foxhunt.admin import server as admin_server
 from foxhunt.admin.protocol import UsageError
 from foxhunt.config import Config, TradingConfig, trading_from_json
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk import RiskLimits
 from foxhunt.errors import ConfigError, InputError
 from foxhunt.messages.base import Derived, Input
 from foxhunt.messages.market import MARKET_DATA_TYPES
 from foxhunt.messages.orders import OrderCanceled
 from foxhunt.messages.system import (
     AdminCommand,
-    ConfigReloaded,
     JournalDegraded,
     JournalRecovered,
     RunStarted,
@@ -69,7 +67,8 @@ from foxhunt.ports import Clock, JournalStore, Venue
 from foxhunt.runtime.bus import Bus, BusClosed, publish_all
 from foxhunt.runtime.console import Console
 from foxhunt.runtime.loop import TradingLoop
-from foxhunt.runtime.replay import build_kernel, recover, refuse_if_ingested, trading_config
+from foxhunt.runtime.reconfigure import journal_config, risk_reload
+from foxhunt.runtime.replay import build_kernel, recover
 from foxhunt.runtime.summary import summarize
 
 log = structlog.get_logger("foxhunt.live")
@@ -169,7 +168,7 @@ async def run_paper(
         )
         # a journal's kernel is always built as its first run built it, so that replay, which can only know
         # that configuration, follows every run; later runs change risk limits through the journal
-        built_with = await _journal_config(store, req.journal, trading) if journal.last_seq else trading
+        built_with = await journal_config(store, req.journal, trading) if journal.last_seq else trading
         kernel = build_kernel(built_with)
         venue = ops.venue(kernel, built_with, req.clock)
         if cfg.run.wire_log:
@@ -212,7 +211,7 @@ async def _start(
     )
     if last_run is not None:  # risk limits edited in the file since the last run take effect now, journaled
         previous = trading_from_json(last_run.config).risk
-        reload = _risk_reload(kernel, previous, trading.risk, "configuration at start-up", now)
+        reload = risk_reload(kernel, previous, trading.risk, "configuration at start-up", now)
         if reload is not None:
             await loop.submit(reload)
     for msg in loop.venue.connect():
@@ -382,7 +381,7 @@ def _reload(control: _Control, req: RunRequest, console: Console) -> None:
     try:
         new = config.load(req.config_path)
         _, restart = config.changes(console.cfg, new)
-        reload = _risk_reload(console.loop.kernel, console.cfg.risk, new.risk, source, req.clock.now(), restart)
+        reload = risk_reload(console.loop.kernel, console.cfg.risk, new.risk, source, req.clock.now(), restart)
     except ConfigError as e:
         log.error("config_reload_failed", source=source, error=str(e))
         return
@@ -396,30 +395,6 @@ def _reload(control: _Control, req: RunRequest, console: Console) -> None:
         reload, lambda seq, _: log.info("config_reloaded", source=source, seq=seq, changed=reload.changed,
                                         needs_restart=restart)
     )
-
-
-def _risk_reload(
-    kernel: Kernel, old: RiskLimits, new: RiskLimits, source: str, now: int, needs_restart: list[str] | None = None
-) -> ConfigReloaded | None:
-    """The input that moves the kernel's limits by what changed from `old` to `new` (None: nothing did)."""
-    limits, changed = config.apply_risk_changes(kernel.gate.limits, old, new)
-    if not changed and not needs_restart:
-        return None
-    return ConfigReloaded(ts_event=now, ts_init=now, source=source, risk=msgspec.json.encode(limits),
-                          changed=changed, needs_restart=needs_restart or [])
-
-
-async def _journal_config(store: JournalStore, name: str, current: TradingConfig) -> TradingConfig:
-    """The configuration the journal's kernel was built with; refuses settings it cannot take any more."""
-    await refuse_if_ingested(store, name, "trade on")
-    recorded = await trading_config(store, name, None, None)
-    if fixed := config.fixed_changes(recorded, current):
-        raise ConfigError(
-            f"journal {name!r} was started with other {', '.join(sorted({k.split('.')[0] for k in fixed}))} settings"
-            f" ({', '.join(fixed[:5])}{', ...' if len(fixed) > 5 else ''}); a journal keeps them for good, so that"
-            " replay follows it: restore them, or trade on a new journal"
-        )
-    return recorded
 
 
 def _user() -> str:
