@@ -97,6 +97,37 @@ def fix_venue(cfg: Config) -> VenueFactory:
     return build
 
 
+def ib_venue(cfg: Config) -> VenueFactory:
+    """The Interactive Brokers venue of `[ib]`, through ib_async (imported here, only when configured)."""
+    from ib_async import IB
+
+    from foxhunt.adapters.ib.venue import IbContract, IbVenue
+
+    c = cfg.ib
+    if not c.port:
+        raise ConfigError("[run] venue = \"ib\" needs ib.port (and ib.host) of TWS or IB Gateway")
+    if unknown := sorted(set(c.market_data) - set(cfg.instruments)):
+        raise ConfigError(f"ib.market_data: not configured instruments: {', '.join(unknown)}")
+
+    def contracts(instruments: dict) -> dict[str, IbContract]:
+        out = {}
+        for symbol, inst in instruments.items():
+            spec = c.contracts.get(symbol)
+            if spec is None and not (len(symbol) == 6 and symbol.isalpha()):
+                raise ConfigError(f"ib.contracts.{symbol}: how IB knows this instrument is not configured"
+                                  " (sec_type STK, FUT or CASH)")
+            out[symbol] = IbContract(inst, "CASH") if spec is None else IbContract(inst, spec.sec_type, spec.exchange,
+                                                                                   spec.expiry)
+        return out
+
+    def build(kernel: Kernel, trading: TradingConfig, clock: Clock) -> Venue:
+        return IbVenue(f"IB:{c.host}:{c.port}", IB(), c.host, c.port, c.client_id, contracts(kernel.instruments),
+                       lambda: kernel.orders.by_id, account=c.account, market_data=tuple(c.market_data),
+                       backoff_max=c.backoff_max, connect_timeout=c.connect_timeout)
+
+    return build
+
+
 def operations(cfg: Config, journal: str) -> Operations:
     """The venue, systemd's notify socket (from the environment), the admin socket and telemetry."""
     admin = None
@@ -108,7 +139,7 @@ def operations(cfg: Config, journal: str) -> Operations:
         )
     exporter = cfg.telemetry.exporter or ("otlp" if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") else "none")
     tel = telemetry.build(exporter, cfg.telemetry.metrics_interval, "foxhunt", journal, cfg.telemetry.traces_per_second)
-    venue = fix_venue(cfg) if cfg.run.venue == "fix" else simulated_venue
+    venue = {"sim": lambda _: simulated_venue, "fix": fix_venue, "ib": ib_venue}[cfg.run.venue](cfg)
     return Operations(venue=venue, notifier=Notifier(), admin=admin, telemetry=tel)
 
 

@@ -20,7 +20,7 @@ import msgspec
 from foxhunt import bootstrap, config
 from foxhunt.admin import client as admin_client
 from foxhunt.adapters.feeds import open_feed
-from foxhunt.errors import ConfigError, FoxhuntError, VerificationFailed
+from foxhunt.errors import ConfigError, FoxhuntError, InputError, VerificationFailed
 from foxhunt.observability import logging as fh_logging
 from foxhunt.runtime import replay
 from foxhunt.runtime.clock import EventClock, WallClock
@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", parents=[common], help="run the paper-trading daemon")
     run.add_argument("--journal", required=True, metavar="NAME")
-    run.add_argument("--feed", metavar="SPEC", help="synthetic:seed=7,n=100000 (default: [run] feed) or csv:PATH")
+    run.add_argument("--feed", metavar="SPEC",
+                     help="synthetic:seed=7,n=100000 (default: [run] feed), csv:PATH, or none (the venue's market data)")
     run.add_argument("--max-events", type=_positive_int, metavar="N", help="stop after N feed inputs")
     run.add_argument("--duration", type=_positive_float, metavar="SECONDS", help="stop after this long")
     run.add_argument("--clock", choices=["wall", "feed"], default="wall",
@@ -165,6 +166,8 @@ def cmd_replay(args: argparse.Namespace, cfg: config.Config) -> int:
 def cmd_ingest(args: argparse.Namespace, cfg: config.Config) -> int:
     spec = args.file if args.file.startswith(("csv:", "synthetic:")) else f"csv:{args.file}"
     feed = open_feed(spec, cfg.trading().build_instruments(), EventClock(), args.on_bad_row)
+    if feed is None:
+        raise InputError("ingest needs a feed to load: a CSV file or a synthetic:... spec, not none")
     dsn = bootstrap.resolve_dsn(cfg)
 
     async def go():

@@ -60,7 +60,7 @@ class RunConfig(_Section, frozen=True, kw_only=True):
     feed: str = "synthetic:seed=7,n=100000"
     wire_log: str = ""
     on_stop: Literal["cancel", "leave"] = "cancel"  # working orders when the daemon stops on purpose
-    venue: Literal["sim", "fix"] = "sim"  # where orders go: the simulated venue, or [fix]
+    venue: Literal["sim", "fix", "ib"] = "sim"  # where orders go: the simulated venue, [fix] or [ib]
 
 
 class FixConfig(_Section, frozen=True, kw_only=True):
@@ -96,6 +96,31 @@ class AdminConfig(_Section, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if self.max_connections <= 0 or self.idle_timeout <= 0:
             raise ValueError("needs max_connections > 0 and idle_timeout > 0")
+
+
+class IbContractConfig(_Section, frozen=True, kw_only=True):
+    sec_type: Literal["CASH", "STK", "FUT"]
+    exchange: str = ""  # default: IDEALPRO for CASH, SMART for STK; required for FUT
+    expiry: str = ""  # FUT: YYYYMM or YYYYMMDD
+
+
+class IbConfig(_Section, frozen=True, kw_only=True):
+    host: str = "127.0.0.1"
+    port: int = 0  # TWS paper 7497, live 7496; IB Gateway paper 4002, live 4001
+    client_id: int = 1
+    account: str = ""  # sent with every order, when set
+    connect_timeout: float = 10.0
+    backoff_max: float = 30.0  # longest wait between connection attempts
+    # how IB knows each instrument; an instrument of six letters not listed here is a currency pair (CASH)
+    contracts: dict[str, IbContractConfig] = {}
+    market_data: list[str] = []  # instruments whose quotes come from IB (top of book), journaled as inputs
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535 or self.connect_timeout <= 0 or self.backoff_max <= 0:
+            raise ValueError("needs 0 <= port <= 65535, connect_timeout > 0 and backoff_max > 0")
+        for symbol, c in self.contracts.items():
+            if c.sec_type == "FUT" and not (c.exchange and c.expiry):
+                raise ValueError(f"contracts.{symbol}: a future needs exchange and expiry")
 
 
 class TelemetryConfig(_Section, frozen=True, kw_only=True):
@@ -159,6 +184,7 @@ class Config(_Section, frozen=True, kw_only=True):
     run: RunConfig = RunConfig()
     admin: AdminConfig = AdminConfig()
     fix: FixConfig = FixConfig()
+    ib: IbConfig = IbConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
     instruments: dict[str, InstrumentConfig] = msgspec.field(default_factory=lambda: dict(DEFAULT_INSTRUMENTS))
     strategy: StrategyParams = StrategyParams()

@@ -77,7 +77,7 @@ log = structlog.get_logger("foxhunt.live")
 @dataclass
 class RunRequest:
     journal: str
-    feed: Iterable[Input]
+    feed: Iterable[Input] | None  # None: no feed (the venue brings market data); the run lasts until stopped
     clock: Clock
     max_events: int | None = None
     duration: float | None = None
@@ -344,8 +344,11 @@ def _health_input(clock: Clock, reason: str | None, outage_ns: int) -> Input:
 
 
 async def _run_feed(
-    feed: Iterable[Input], publisher: MemoryObjectSendStream[Input], control: _Control, rate: float | None
+    feed: Iterable[Input] | None, publisher: MemoryObjectSendStream[Input], control: _Control, rate: float | None
 ) -> None:
+    if feed is None:
+        with publisher:
+            await anyio.sleep_forever()
     try:
         await publish_all(feed, publisher, rate)
     except InputError as e:

@@ -1,4 +1,5 @@
-"""Market data feeds, chosen by a spec string: `synthetic:seed=7,n=100000` or `csv:PATH[,symbol=X]`."""
+"""Market data feeds, chosen by a spec string: `synthetic:seed=7,n=100000`, `csv:PATH[,symbol=X]`, or `none`
+(no feed: market data comes from the venue, e.g. Interactive Brokers, and the run lasts until stopped)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from foxhunt.ports import Clock
 def parse_spec(spec: str) -> tuple[str, str, dict[str, str]]:
     """'csv:/a/b.csv,symbol=EURUSD' -> ('csv', '/a/b.csv', {'symbol': 'EURUSD'})."""
     kind, sep, rest = spec.partition(":")
-    if not sep and kind != "synthetic":
+    if not sep and kind not in ("synthetic", "none"):
         raise InputError(f"feed spec {spec!r}: expected 'synthetic:k=v,...' or 'csv:PATH[,k=v...]'")
     parts = [p for p in rest.split(",") if p] if rest else []
     target = ""
@@ -36,12 +37,14 @@ def open_feed(
     instruments: dict[str, Instrument],
     clock: Clock,
     on_bad_row: Literal["error", "skip"] = "error",
-) -> Iterator[Input]:
+) -> Iterator[Input] | None:
     from foxhunt.adapters.feeds import csv_feed, synthetic
 
     kind, target, options = parse_spec(spec)
+    if kind == "none":
+        return None
     if kind == "synthetic":
         return synthetic.SyntheticFeed.from_options(options, instruments, clock)
     if kind == "csv":
         return csv_feed.CsvFeed.from_options(target, options, instruments, clock, on_bad_row)
-    raise InputError(f"feed spec {spec!r}: unknown feed kind {kind!r}; known: synthetic, csv")
+    raise InputError(f"feed spec {spec!r}: unknown feed kind {kind!r}; known: synthetic, csv, none")

@@ -1,0 +1,96 @@
+"""Interactive Brokers <-> foxhunt messages: pure functions and lookup tables over ib_async's objects.
+
+Orders carry foxhunt's order id in IB's `orderRef`, which TWS echoes in open orders and executions, so a
+restarted foxhunt finds its orders again. Quantities and prices cross as floats in IB's API; they are
+turned into foxhunt's fixed-point integers by their decimal text, so 1.1 stays 1.100000000.
+
+Error codes are those of the TWS API documentation ("Message Codes"): which mean an order was refused,
+which are about the connection, which are only information.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from ib_async import Contract, Forex, Future, LimitOrder, MarketOrder, Order, Stock, StopOrder
+
+from foxhunt.messages.base import format_fixed, parse_fixed
+from foxhunt.messages.market import Instrument
+from foxhunt.messages.orders import OrderType, Side, SubmitOrder, TimeInForce
+
+ACTIONS = {Side.BUY: "BUY", Side.SELL: "SELL"}
+SIDES = {"BOT": Side.BUY, "SLD": Side.SELL, "BUY": Side.BUY, "SELL": Side.SELL}
+TIME_IN_FORCES = {TimeInForce.DAY: "DAY", TimeInForce.GTC: "GTC", TimeInForce.IOC: "IOC", TimeInForce.FOK: "FOK"}
+
+# order statuses (IB's OrderStatus.status) -> what foxhunt records
+ACCEPTED_STATUSES = frozenset({"PreSubmitted", "Submitted"})
+CANCELED_STATUSES = frozenset({"Cancelled", "ApiCancelled"})
+
+# TWS error codes: an order refused (the order ends REJECTED, or a cancel/modify is refused) ...
+ORDER_REJECT_CODES = frozenset({103, 104, 105, 106, 107, 109, 110, 111, 113, 116, 117, 118, 119, 120, 121, 122,
+                                123, 124, 125, 126, 129, 131, 132, 133, 134, 135, 136, 137, 140, 141, 146, 147,
+                                148, 151, 152, 153, 154, 155, 156, 157, 158, 159, 160, 161, 163, 164, 165, 166,
+                                167, 168, 200, 201, 203, 382, 383, 387, 388, 434, 435, 436, 437, 438})
+CANCEL_REJECT_CODES = frozenset({161, 10147, 10148})
+ORDER_CANCELED_CODES = frozenset({202})  # "Order Canceled - reason:": the orderStatus says it too
+# ... the connection: lost, restored with data lost, restored with data kept
+CONNECTION_LOST, RESTORED_DATA_LOST, RESTORED_DATA_KEPT = 1100, 1101, 1102
+CONNECTION_CODES = frozenset({502, 504, 1100, 1101, 1102, 1300, 2110})
+# ... information only: market data farm connected or broken and the like
+WARNING_CODES = frozenset(range(2100, 2200)) - {2110}
+
+
+def error_kind(code: int) -> str:
+    """'reject', 'cancel_reject', 'canceled', 'connection', 'warning' or 'other' for a TWS error code."""
+    if code in CANCEL_REJECT_CODES:
+        return "cancel_reject"
+    if code in ORDER_REJECT_CODES:
+        return "reject"
+    if code in ORDER_CANCELED_CODES:
+        return "canceled"
+    if code in CONNECTION_CODES:
+        return "connection"
+    if code in WARNING_CODES:
+        return "warning"
+    return "other"
+
+
+def contract(instrument: Instrument, sec_type: str, exchange: str, expiry: str = "") -> Contract:
+    """The IB contract of a foxhunt instrument: CASH (a six-letter pair), STK or FUT."""
+    symbol = instrument.symbol
+    match sec_type:
+        case "CASH":
+            return Forex(symbol, exchange=exchange or "IDEALPRO")
+        case "STK":
+            return Stock(symbol, exchange or "SMART", instrument.currency)
+        case "FUT":
+            return Future(symbol, expiry, exchange, currency=instrument.currency)
+    raise ValueError(f"instrument {symbol}: unsupported security type {sec_type!r}; known: CASH, STK, FUT")
+
+
+def order(cmd: SubmitOrder, account: str = "") -> Order:
+    qty = float(format_fixed(cmd.quantity))
+    action = ACTIONS[cmd.side]
+    match cmd.order_type:
+        case OrderType.MARKET:
+            o = MarketOrder(action, qty)
+        case OrderType.LIMIT:
+            o = LimitOrder(action, qty, float(format_fixed(cmd.price)))
+        case OrderType.STOP:
+            o = StopOrder(action, qty, float(format_fixed(cmd.trigger_price)))
+    o.tif = TIME_IN_FORCES[cmd.time_in_force]
+    o.orderRef = cmd.order_id
+    if account:
+        o.account = account
+    return o
+
+
+NANO = Decimal("0.000000001")
+
+
+def fixed(value: float | int | str) -> int:
+    """An IB float as foxhunt's fixed point, by its shortest decimal text (repr), so 1.1 is 1.1 exactly;
+    digits beyond the ninth (a float sum's noise, 0.30000000000000004) are rounded half to even."""
+    if isinstance(value, str):
+        return parse_fixed(value)
+    return parse_fixed(format(Decimal(repr(float(value))).quantize(NANO), "f"))

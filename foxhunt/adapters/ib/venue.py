@@ -1,0 +1,317 @@
+"""The Interactive Brokers venue and market data, through ib_async, as the trading loop sees them.
+
+ib_async runs on the daemon's own asyncio loop, so its events arrive on the loop: nothing crosses a
+thread. Only its `*Async` methods and non-blocking senders are used (its blocking helpers run an event
+loop of their own). `send` hands an order to `IB.placeOrder`, which queues it behind ib_async's
+client-side throttle (45 requests a second, under IB's pacing limit of 50 messages a second); the
+answers come back as ib_async events, are translated here into foxhunt inputs and published on the bus.
+
+`run` connects, with backoff, and after every (re)connection: qualifies the configured contracts (once),
+subscribes market data, reconciles (ib_async's start-up synchronisation fetched open orders and
+executions: fills foxhunt missed are recorded, orders the venue no longer works are closed) and only
+then publishes `VenueConnected`. Each order carries foxhunt's order id in IB's `orderRef`, and each
+execution id is recorded once: no fill is counted twice, and no order is ever sent again on reconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio
+import anyio.abc
+import structlog
+from ib_async import IB, Contract, Fill, Ticker, Trade
+
+from foxhunt.adapters.ib import parsing
+from foxhunt.core.orders import Order
+from foxhunt.errors import ConfigError
+from foxhunt.messages.base import Input
+from foxhunt.messages.market import Instrument, QuoteTick
+from foxhunt.messages.orders import (
+    CancelOrder,
+    OrderAccepted,
+    OrderCanceled,
+    OrderCancelRejected,
+    OrderFilled,
+    OrderPartiallyFilled,
+    OrderRejected,
+    ReplaceOrder,
+    SubmitOrder,
+)
+from foxhunt.messages.system import VenueConnected, VenueDisconnected, VenueMessageIgnored, VenueSessionEvent
+
+log = structlog.get_logger("foxhunt.ib")
+
+
+@dataclass(frozen=True)
+class IbContract:
+    instrument: Instrument
+    sec_type: str  # CASH, STK, FUT
+    exchange: str = ""
+    expiry: str = ""  # futures: YYYYMM or YYYYMMDD
+
+
+class IbVenue:
+    keeps_orders = True  # working orders live at IB: reconciled after every connection
+
+    def __init__(
+        self, name: str, ib: IB, host: str, port: int, client_id: int, contracts: dict[str, IbContract],
+        orders: Callable[[], dict[str, Order]], account: str = "", market_data: tuple[str, ...] = (),
+        backoff_max: float = 30.0, connect_timeout: float = 10.0,
+    ) -> None:
+        self.name, self.ib = name, ib
+        self.host, self.port, self.client_id = host, port, client_id
+        self.contracts = contracts
+        self.orders = orders  # the kernel's orders by id, read on the loop between inputs
+        self.account = account
+        self.market_data = market_data
+        self.backoff_max, self.connect_timeout = backoff_max, connect_timeout
+        self.qualified: dict[str, Contract] = {}
+        self.trades: dict[str, Trade] = {}  # foxhunt order id -> ib_async's Trade
+        self.exec_ids: set[str] = set()  # executions recorded: a fill is counted once
+        self.accepted: set[str] = set()
+        self.closed: set[str] = set()  # orders whose last event has been emitted (the kernel may not have it yet)
+        self._outbox: list[Input] = []
+        self._arrived = asyncio.Event()
+        self._lost = asyncio.Event()
+        self.connected = False
+        ib.orderStatusEvent += self._on_status
+        ib.commissionReportEvent += self._on_commission
+        ib.errorEvent += self._on_error
+        ib.pendingTickersEvent += self._on_tickers
+        ib.disconnectedEvent += self._on_disconnected
+
+    # --- the venue port ------------------------------------------------------------------------------
+
+    def connect(self) -> list[Input]:
+        now = time.time_ns()
+        return [VenueDisconnected(ts_event=now, ts_init=now, venue=self.name, reason="connecting")]
+
+    def on_market(self, msg: Input) -> list[Input]:
+        return []
+
+    def send(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder) -> list[Input]:
+        match cmd:
+            case SubmitOrder():
+                trade = self.ib.placeOrder(self.qualified[cmd.symbol], parsing.order(cmd, self.account))
+                self.trades[cmd.order_id] = trade
+            case CancelOrder():
+                self.ib.cancelOrder(self.trades[cmd.order_id].order)
+            case ReplaceOrder():
+                trade = self.trades[cmd.order_id]
+                if cmd.quantity is not None:
+                    trade.order.totalQuantity = float(parsing.format_fixed(cmd.quantity))
+                if cmd.price is not None:
+                    trade.order.lmtPrice = float(parsing.format_fixed(cmd.price))
+                if cmd.trigger_price is not None:
+                    trade.order.auxPrice = float(parsing.format_fixed(cmd.trigger_price))
+                self.ib.placeOrder(trade.contract, trade.order)  # same orderId: a modification
+        return []
+
+    # --- connection and the pump ---------------------------------------------------------------------
+
+    async def run(
+        self, publish: Callable[[Input], Awaitable[None]], *, task_status: anyio.abc.TaskStatus = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        task_status.started()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._pump, publish)
+                await self._stay_connected()
+        finally:
+            self.ib.disconnect()
+
+    async def _pump(self, publish: Callable[[Input], Awaitable[None]]) -> None:
+        while True:
+            await self._arrived.wait()
+            self._arrived.clear()
+            batch, self._outbox = self._outbox, []
+            for msg in batch:
+                await publish(msg)
+
+    async def _stay_connected(self) -> None:
+        delay = 0.5
+        while True:
+            try:
+                await self.ib.connectAsync(self.host, self.port, clientId=self.client_id, timeout=self.connect_timeout,
+                                           account=self.account)
+            except (OSError, TimeoutError, ConnectionError) as e:
+                self._emit(VenueSessionEvent(**self._stamps(), venue=self.name, event="connect_failed",
+                                             detail=f"{type(e).__name__}: {e}; next try in {delay:.1f} s"))
+                await anyio.sleep(delay)
+                delay = min(delay * 2, self.backoff_max)
+                continue
+            delay = 0.5
+            self._lost.clear()
+            await self._after_connect()
+            await self._lost.wait()
+            self.connected = False
+
+    async def _after_connect(self) -> None:
+        self._emit(VenueSessionEvent(**self._stamps(), venue=self.name, event="logon",
+                                     detail=f"server version {self.ib.client.serverVersion()}"))
+        await self._qualify()
+        for symbol in self.market_data:
+            self.ib.reqMktData(self.qualified[symbol])
+        self._reconcile()
+        self.connected = True
+        self._emit(VenueConnected(**self._stamps(), venue=self.name))
+
+    async def _qualify(self) -> None:
+        missing = [s for s in self.contracts if s not in self.qualified]
+        if not missing:
+            return
+        wanted = [parsing.contract(c.instrument, c.sec_type, c.exchange, c.expiry)
+                  for c in (self.contracts[s] for s in missing)]
+        for symbol, result in zip(missing, await self.ib.qualifyContractsAsync(*wanted)):
+            if result is None or not getattr(result, "conId", 0):
+                c = self.contracts[symbol]
+                raise ConfigError(f"ib.contracts.{symbol}: IB does not know it as {c.sec_type} {c.exchange} {c.expiry}"
+                                  f"{' (see the error above)' if result is None else ''}".replace("  ", " "))
+            self.qualified[symbol] = result
+
+    def _reconcile(self) -> None:
+        """After a (re)connection: ib_async has just fetched today's executions and the open orders. Record
+        the fills foxhunt missed (found by the order id in orderRef) and close the orders IB canceled."""
+        fills: dict[str, list[Fill]] = {}
+        for fill in self.ib.fills():
+            fills.setdefault(fill.execution.orderRef, []).append(fill)
+        trades = {t.order.orderRef: t for t in self.ib.trades() if t.order.orderRef}
+        found = []
+        for order_id, order in list(self.orders().items()):
+            if not order.is_open:
+                continue
+            for fill in fills.get(order_id, []):
+                self._fill(order_id, fill)
+            trade = trades.get(order_id)
+            if trade is not None:
+                self.trades[order_id] = trade
+                if trade.orderStatus.status in parsing.CANCELED_STATUSES and self._is_open(order_id):
+                    self.closed.add(order_id)
+                    self._emit(OrderCanceled(**self._stamps(), order_id=order_id, symbol=order.symbol,
+                                             reason="reconciled: canceled at IB"))
+            state = "done" if order_id in self.closed else "working"
+            found.append(f"{order_id}: {len(fills.get(order_id, []))} execution(s), {state}")
+        self._emit(VenueSessionEvent(**self._stamps(), venue=self.name, event="reconciled",
+                                     detail="; ".join(found) or "no working orders"))
+
+    # --- ib_async events (on the loop) ---------------------------------------------------------------
+
+    def _on_status(self, trade: Trade) -> None:
+        order_id = self._order_id(trade)
+        if order_id is None:
+            return
+        status = trade.orderStatus.status
+        symbol = self.orders()[order_id].symbol
+        last = trade.log[-1] if trade.log else None
+        if status in parsing.ACCEPTED_STATUSES and order_id not in self.accepted:
+            self.accepted.add(order_id)
+            self._emit(OrderAccepted(**self._stamps(), order_id=order_id, symbol=symbol,
+                                     venue_order_id=str(trade.order.permId or trade.order.orderId)))
+        elif status in parsing.CANCELED_STATUSES | {"Inactive"} and self._is_open(order_id):
+            code = last.errorCode if last else 0
+            reason = f"IB {code}: {last.message}" if code else "canceled at IB"
+            self.closed.add(order_id)
+            if order_id not in self.accepted and code:
+                self._emit(OrderRejected(**self._stamps(), order_id=order_id, symbol=symbol, reason=reason))
+            else:
+                self._emit(OrderCanceled(**self._stamps(), order_id=order_id, symbol=symbol, reason=reason))
+
+    def _on_commission(self, trade: Trade, fill: Fill, report) -> None:
+        order_id = self._order_id(trade)
+        if order_id is not None:
+            self._fill(order_id, fill)
+
+    def _fill(self, order_id: str, fill: Fill) -> None:
+        execution = fill.execution
+        if execution.execId in self.exec_ids:
+            return
+        self.exec_ids.add(execution.execId)
+        order = self.orders()[order_id]
+        if not self._is_open(order_id):
+            return
+        qty = parsing.fixed(execution.shares)
+        # from IB's cumulative quantity: fills emitted just before may not have reached the kernel yet
+        leaves = max(order.quantity - parsing.fixed(execution.cumQty), 0)
+        cls = OrderFilled if leaves == 0 else OrderPartiallyFilled
+        if leaves == 0:
+            self.closed.add(order_id)
+        commission = parsing.fixed(fill.commissionReport.commission) if fill.commissionReport.execId else 0
+        self._emit(cls(**self._stamps(), order_id=order_id, symbol=order.symbol, side=parsing.SIDES[execution.side],
+                       trade_id=execution.execId, last_qty=qty, last_price=parsing.fixed(execution.price),
+                       leaves_qty=leaves, commission=commission))
+
+    def _on_error(self, req_id: int, code: int, text: str, contract: Contract | None) -> None:
+        kind = parsing.error_kind(code)
+        if kind == "cancel_reject":
+            order_id = self._order_id_of(req_id)
+            if order_id is not None:
+                self._emit(OrderCancelRejected(**self._stamps(), order_id=order_id,
+                                               symbol=self.orders()[order_id].symbol, reason=f"IB {code}: {text}"))
+        elif kind == "connection":
+            self._emit(VenueSessionEvent(**self._stamps(), venue=self.name, event=f"error_{code}", detail=text))
+            if code == parsing.CONNECTION_LOST:
+                self.connected = False
+                self._emit(VenueDisconnected(**self._stamps(), venue=self.name, reason=f"IB {code}: {text}"))
+            elif code in (parsing.RESTORED_DATA_LOST, parsing.RESTORED_DATA_KEPT):
+                self._reconcile()
+                self.connected = True
+                self._emit(VenueConnected(**self._stamps(), venue=self.name))
+        elif kind == "warning":
+            log.info("ib_warning", code=code, text=text)
+        elif kind == "other" and req_id == -1:
+            log.warning("ib_error", code=code, text=text)
+        # order rejects and cancels arrive through orderStatusEvent, with the error in the trade's log
+
+    def _on_tickers(self, tickers: set[Ticker]) -> None:
+        now = time.time_ns()
+        for ticker in tickers:
+            symbol = self._symbol_of(ticker.contract)
+            if symbol is None or not ticker.hasBidAsk():
+                continue
+            try:
+                quote = QuoteTick(ts_event=now, ts_init=now, symbol=symbol, bid=parsing.fixed(ticker.bid),
+                                  ask=parsing.fixed(ticker.ask), bid_size=parsing.fixed(ticker.bidSize or 0),
+                                  ask_size=parsing.fixed(ticker.askSize or 0))
+            except ValueError as e:
+                self._emit(VenueMessageIgnored(ts_event=now, ts_init=now, venue=self.name,
+                                               reason=f"unusable quote for {symbol}: {e}", raw=repr(ticker)[:500]))
+                continue
+            self._emit(quote)
+
+    def _on_disconnected(self) -> None:
+        self.connected = False
+        self._emit(VenueDisconnected(**self._stamps(), venue=self.name, reason="connection to IB lost"))
+        self._lost.set()
+
+    # --- helpers -------------------------------------------------------------------------------------
+
+    def _emit(self, msg: Input) -> None:
+        self._outbox.append(msg)
+        self._arrived.set()
+
+    @staticmethod
+    def _stamps() -> dict[str, int]:
+        now = time.time_ns()
+        return {"ts_event": now, "ts_init": now}
+
+    def _order_id(self, trade: Trade) -> str | None:
+        ref = trade.order.orderRef
+        if ref and ref in self.orders():
+            self.trades.setdefault(ref, trade)
+            return ref
+        return None
+
+    def _order_id_of(self, ib_order_id: int) -> str | None:
+        return next((oid for oid, t in self.trades.items() if t.order.orderId == ib_order_id), None)
+
+    def _is_open(self, order_id: str) -> bool:
+        return order_id not in self.closed and self.orders()[order_id].is_open
+
+    def _symbol_of(self, contract: Contract) -> str | None:
+        return next((s for s, c in self.qualified.items() if c.conId == contract.conId), None)
+
+

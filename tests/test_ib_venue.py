@@ -1,0 +1,230 @@
+"""The Interactive Brokers venue through ib_async against a server that speaks the TWS wire protocol
+(tests/tws_server.py): connect and synchronise, orders to Filled with commission, a reject with its code,
+market data as quotes, a connection dropped mid-order and reconciled, a burst within IB's pacing, and
+garbage from the server.
+
+Order state is kept by the real order state machine (core/orders.py), as the kernel would keep it."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+
+import anyio
+import pytest
+from ib_async import IB
+
+from foxhunt.adapters.ib.venue import IbContract, IbVenue
+from foxhunt.core.orders import Order, Orders
+from foxhunt.messages.base import Input
+from foxhunt.messages.base import parse_fixed as d
+from foxhunt.messages.market import Instrument, QuoteTick
+from foxhunt.messages.orders import (
+    CancelOrder,
+    OrderAccepted,
+    OrderCanceled,
+    OrderCancelRejected,
+    OrderFilled,
+    OrderPartiallyFilled,
+    OrderRejected,
+    OrderSubmitted,
+    OrderType,
+    Side,
+    SubmitOrder,
+)
+from foxhunt.messages.system import VenueConnected, VenueDisconnected, VenueSessionEvent
+from tests.tws_server import TwsServer, frame
+
+ORDER_EVENTS = (OrderAccepted, OrderCanceled, OrderCancelRejected, OrderFilled, OrderPartiallyFilled, OrderRejected)
+CONTRACTS = {
+    "EURUSD": IbContract(Instrument(symbol="EURUSD", tick_size=d("0.00005"), lot_size=d("1"), currency="USD"), "CASH"),
+    "AAPL": IbContract(Instrument(symbol="AAPL", tick_size=d("0.01"), lot_size=d("1"), currency="USD"), "STK"),
+    "ESZ6": IbContract(Instrument(symbol="ESZ6", tick_size=d("0.25"), lot_size=d("1"), currency="USD", multiplier=50),
+                       "FUT", "CME", "202612"),
+}
+
+
+class Harness:
+    def __init__(self, server: TwsServer, **options) -> None:
+        self.server = server
+        self.book = Orders()
+        self.events: list[Input] = []
+        self.venue = IbVenue("IB", IB(), "127.0.0.1", server.port, 7, CONTRACTS, lambda: self.book.by_id,
+                             backoff_max=0.5, **options)
+        self.seq = 0
+
+    async def publish(self, msg: Input) -> None:
+        self.events.append(msg)
+        if isinstance(msg, ORDER_EVENTS):
+            self.book.apply(msg.order_id, msg)
+
+    @contextlib.asynccontextmanager
+    async def running(self):
+        async with anyio.create_task_group() as tg:
+            await tg.start(self.venue.run, self.publish)
+            await self.until(lambda: any(isinstance(e, VenueConnected) for e in self.events))
+            yield
+            tg.cancel_scope.cancel()
+
+    def submit(self, symbol: str = "EURUSD", qty: str = "20000", order_type=OrderType.MARKET, price=None) -> str:
+        self.seq += 1
+        cmd = SubmitOrder(ts_event=1, ts_init=1, order_id=f"t-{self.seq}-1", strategy_id="t", symbol=symbol,
+                          side=Side.BUY, order_type=order_type, quantity=d(qty),
+                          price=None if price is None else d(price))
+        self.book.add(Order.from_command(cmd))
+        self.book.apply(cmd.order_id, OrderSubmitted(ts_event=1, ts_init=1, order_id=cmd.order_id, symbol=symbol))
+        self.venue.send(cmd)
+        return cmd.order_id
+
+    def of(self, order_id: str, kind: type) -> list:
+        return [e for e in self.events if isinstance(e, kind) and getattr(e, "order_id", None) == order_id]
+
+    async def until(self, condition: Callable[[], bool], timeout: float = 15) -> None:
+        with anyio.fail_after(timeout):
+            while not condition():
+                await anyio.sleep(0.02)
+
+
+@contextlib.asynccontextmanager
+async def tws():
+    server = TwsServer()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+async def test_connect_synchronise_and_qualify_stocks_futures_and_fx():
+    async with tws() as server:
+        h = Harness(server)
+        async with h.running():
+            pass
+    kinds = [(type(e).__name__, getattr(e, "event", "")) for e in h.events]
+    assert kinds[:3] == [("VenueSessionEvent", "logon"), ("VenueSessionEvent", "reconciled"), ("VenueConnected", "")]
+    assert {s: c.conId for s, c in h.venue.qualified.items()} == {"EURUSD": 12087792, "AAPL": 265598, "ESZ6": 495512563}
+    requests = {int(f[0]) for _, f in server.received}
+    assert {71, 61, 5, 99, 6, 7, 9} <= requests  # startApi, positions, open and completed orders, account, executions
+
+
+async def test_an_order_through_submitted_to_filled_with_commission_and_a_reject_with_its_code():
+    async with tws() as server:
+        h = Harness(server)
+        async with h.running():
+            filled = h.submit()
+            rejected = h.submit(qty="666")
+            await h.until(lambda: h.of(filled, OrderFilled) and h.of(rejected, OrderRejected))
+    (accepted,) = h.of(filled, OrderAccepted)
+    (fill,) = h.of(filled, OrderFilled)
+    assert (fill.last_qty, fill.last_price, fill.leaves_qty, fill.side) == (d("20000"), d("1.1"), 0, Side.BUY)
+    assert fill.commission == d("0.44")  # 0.2 bp of 22,000
+    (reject,) = h.of(rejected, OrderRejected)
+    assert reject.reason.startswith("IB 201: ") and "Order rejected - reason:quantity 666 is not allowed" in reject.reason
+    assert h.book.get(rejected).status.value == "REJECTED"
+
+
+async def test_a_cancel_and_a_cancel_that_comes_too_late():
+    async with tws() as server:
+        h = Harness(server)
+        async with h.running():
+            resting = h.submit(order_type=OrderType.LIMIT, price="1.05")
+            await h.until(lambda: h.of(resting, OrderAccepted))
+            h.venue.send(CancelOrder(ts_event=2, ts_init=2, order_id=resting, symbol="EURUSD"))
+            await h.until(lambda: h.of(resting, OrderCanceled))
+            h.venue.send(CancelOrder(ts_event=3, ts_init=3, order_id=resting, symbol="EURUSD"))
+            await h.until(lambda: h.of(resting, OrderCancelRejected))
+    assert "10148" in h.of(resting, OrderCancelRejected)[0].reason
+
+
+async def test_market_data_becomes_quotes():
+    async with tws() as server:
+        h = Harness(server, market_data=("EURUSD", "AAPL"))
+        async with h.running():
+            await h.until(lambda: {q.symbol for q in h.events if isinstance(q, QuoteTick)} == {"EURUSD", "AAPL"})
+    quotes = {q.symbol: q for q in h.events if isinstance(q, QuoteTick)}
+    assert (quotes["EURUSD"].bid, quotes["EURUSD"].ask) == (d("1.0999"), d("1.1001"))
+    assert (quotes["AAPL"].bid, quotes["AAPL"].ask, quotes["AAPL"].ask_size) == (d("189.99"), d("190.01"), d("3000000"))
+
+
+async def test_a_dropped_connection_is_reconciled_and_the_order_is_neither_lost_nor_sent_twice():
+    async with tws() as server:
+        h = Harness(server)
+        async with h.running():
+            resting = h.submit(order_type=OrderType.LIMIT, price="1.09")  # below the last price: rests
+            await h.until(lambda: h.of(resting, OrderAccepted))
+            server.drop()
+            server.fill_resting()  # filled while foxhunt is away
+            await h.until(lambda: sum(isinstance(e, VenueConnected) for e in h.events) == 2)
+    after = h.events[next(i for i, e in enumerate(h.events) if isinstance(e, VenueDisconnected)):]
+    (fill,) = [e for e in h.events if isinstance(e, OrderFilled)]
+    assert fill in after and fill.last_qty == d("20000") and fill.commission == d("0.436")
+    reconciled = [e for e in after if isinstance(e, VenueSessionEvent) and e.event == "reconciled"]
+    assert after.index(fill) < after.index(reconciled[0]) < after.index(next(e for e in after if isinstance(e, VenueConnected)))
+    placed = [f for _, f in server.received if f[0] == "3"]
+    assert len(placed) == 1  # one placeOrder, ever
+    assert h.book.get(resting).status.value == "FILLED"
+
+
+async def test_a_burst_of_orders_respects_ibs_pacing():
+    async with tws() as server:
+        h = Harness(server)
+        async with h.running():
+            sent: list[float] = []  # when each placeOrder left for the socket, measured where it leaves
+            conn = h.venue.ib.client.conn
+            write = conn.sendMsg
+
+            def timed(data: bytes) -> None:
+                if data[4:6] == b"3\0":
+                    sent.append(time.monotonic())
+                write(data)
+
+            conn.sendMsg = timed
+            ids = [h.submit() for _ in range(100)]
+            await h.until(lambda: all(h.book.get(i).status.value == "FILLED" for i in ids), timeout=30)
+    busiest = max(sum(1 for u in sent if t <= u < t + 1.0) for t in sent)
+    assert len(sent) == 100 and busiest <= 50  # IB's limit: 50 messages a second
+    assert sent[-1] - sent[0] > 1.0  # so the burst was held back, not sent at once
+    assert len([f for _, f in server.received if f[0] == "3"]) == 100
+
+
+async def test_garbage_from_the_server_is_survived():
+    async with tws() as server:
+        h = Harness(server)
+        async with h.running():
+            server.send_raw(frame("not-a-number", "x"))
+            server.send_raw(frame(3, "seven", "Filled"))  # an order status with nonsense in it
+            server.send_raw(frame(999, 1, 2, 3))  # a message id nobody knows
+            await anyio.sleep(0.2)
+            after = h.submit()
+            await h.until(lambda: h.of(after, OrderFilled))
+    assert h.book.get(after).status.value == "FILLED"
+
+
+@pytest.mark.postgres
+def test_the_daemon_trades_on_ibs_market_data_and_its_journal_verifies(cli_env, pg_dsn, journal_name, state_dir,
+                                                                        tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    server = subprocess.Popen([sys.executable, str(Path(__file__).parent / "tws_server.py"), "200"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline())
+        env = {**cli_env, "FOXHUNT_RUN__VENUE": "ib", "FOXHUNT_IB__PORT": str(port),
+               "FOXHUNT_IB__MARKET_DATA": '["EURUSD"]', "FOXHUNT_ADMIN__ENABLED": "false",
+               "FOXHUNT_STRATEGY__EMA_CROSS__FAST": "2", "FOXHUNT_STRATEGY__EMA_CROSS__SLOW": "5"}
+        run = subprocess.run([sys.executable, "-m", "foxhunt", "run", "--journal", journal_name, "--feed", "none",
+                              "--duration", "4", "--json"], env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        server.stdin.close()
+        server.wait(10)
+    assert run.returncode == 0, run.stderr[-3000:]
+    summary = json.loads(run.stdout)
+    assert summary["fills"] > 0 and summary["inputs"] > 100, summary
+    verify = subprocess.run([sys.executable, "-m", "foxhunt", "replay", journal_name, "--verify", "--json"],
+                            env=cli_env, capture_output=True, text=True, timeout=120)
+    assert verify.returncode == 0, verify.stderr[-3000:]
+    assert json.loads(verify.stdout)["state_digest"] == summary["state_digest"]
