@@ -150,7 +150,7 @@ class Harness:
 def sent_orders(log_dir: Path, cl_ord_id: str) -> int:
     """NewOrderSingles with this ClOrdID that reached the exchange, from its quickfix message log."""
     text = "".join(p.read_text() for p in log_dir.glob("*.messages.current.log"))
-    return sum(1 for line in text.splitlines() if f"\x0135=D\x01" in line and f"\x0111={cl_ord_id}\x01" in line)
+    return sum(1 for line in text.splitlines() if "\x0135=D\x01" in line and f"\x0111={cl_ord_id}\x01" in line)
 
 
 async def test_logon_and_a_market_order_filled_with_commission(exchange, tmp_path):
