@@ -19,7 +19,7 @@ from foxhunt.adapters.ib.venue import IbContract, IbVenue
 from foxhunt.core.orders import Order, Orders
 from foxhunt.messages.base import Input
 from foxhunt.messages.base import parse_fixed as d
-from foxhunt.messages.market import Instrument, QuoteTick
+from foxhunt.messages.market import Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import (
     CancelOrder,
     OrderAccepted,
@@ -137,11 +137,14 @@ async def test_a_cancel_and_a_cancel_that_comes_too_late():
     assert "10148" in h.of(resting, OrderCancelRejected)[0].reason
 
 
-async def test_market_data_becomes_quotes():
+async def test_market_data_becomes_quotes_and_trades():
     async with tws() as server:
         h = Harness(server, market_data=("EURUSD", "AAPL"))
         async with h.running():
             await h.until(lambda: {q.symbol for q in h.events if isinstance(q, QuoteTick)} == {"EURUSD", "AAPL"})
+            await h.until(lambda: {t.symbol for t in h.events if isinstance(t, TradeTick)} == {"EURUSD", "AAPL"})
+    trades = {t.symbol: t for t in h.events if isinstance(t, TradeTick)}
+    assert (trades["AAPL"].price, trades["AAPL"].size) == (d("190"), d("100"))
     quotes = {q.symbol: q for q in h.events if isinstance(q, QuoteTick)}
     assert (quotes["EURUSD"].bid, quotes["EURUSD"].ask) == (d("1.0999"), d("1.1001"))
     assert (quotes["AAPL"].bid, quotes["AAPL"].ask, quotes["AAPL"].ask_size) == (d("189.99"), d("190.01"), d("3000000"))

@@ -29,7 +29,7 @@ from foxhunt.adapters.ib import parsing
 from foxhunt.core.orders import Order
 from foxhunt.errors import ConfigError
 from foxhunt.messages.base import Input
-from foxhunt.messages.market import Instrument, QuoteTick
+from foxhunt.messages.market import Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import (
     CancelOrder,
     OrderAccepted,
@@ -270,7 +270,13 @@ class IbVenue:
         now = time.time_ns()
         for ticker in tickers:
             symbol = self._symbol_of(ticker.contract)
-            if symbol is None or not ticker.hasBidAsk():
+            if symbol is None:
+                continue
+            for tick in ticker.ticks:  # trades printed since the last batch: tick type 4 (68 delayed), last
+                if tick.tickType in (4, 68) and tick.price > 0 and tick.size > 0:
+                    self._emit(TradeTick(ts_event=now, ts_init=now, symbol=symbol, price=parsing.fixed(tick.price),
+                                         size=parsing.fixed(tick.size)))
+            if not ticker.hasBidAsk():
                 continue
             try:
                 quote = QuoteTick(ts_event=now, ts_init=now, symbol=symbol, bid=parsing.fixed(ticker.bid),
@@ -281,6 +287,8 @@ class IbVenue:
                                                reason=f"unusable quote for {symbol}: {e}", raw=repr(ticker)[:500]))
                 continue
             self._emit(quote)
+
+    # ib_async clears a ticker's ticks before each pendingTickersEvent batch, so each trade is seen once
 
     def _on_disconnected(self) -> None:
         self.connected = False
