@@ -28,15 +28,18 @@ from foxhunt.messages.orders import (
     OrderFilled,
     OrderPartiallyFilled,
     OrderRejected,
+    OrderReplaced,
     OrderSubmitted,
     OrderType,
+    ReplaceOrder,
     Side,
     SubmitOrder,
 )
 from foxhunt.messages.system import VenueConnected, VenueDisconnected, VenueSessionEvent
 from tests.tws_server import TwsServer, frame
 
-ORDER_EVENTS = (OrderAccepted, OrderCanceled, OrderCancelRejected, OrderFilled, OrderPartiallyFilled, OrderRejected)
+ORDER_EVENTS = (OrderAccepted, OrderCanceled, OrderCancelRejected, OrderFilled, OrderPartiallyFilled, OrderRejected,
+                OrderReplaced)
 CONTRACTS = {
     "EURUSD": IbContract(Instrument(symbol="EURUSD", tick_size=d("0.00005"), lot_size=d("1"), currency="USD"), "CASH"),
     "AAPL": IbContract(Instrument(symbol="AAPL", tick_size=d("0.01"), lot_size=d("1"), currency="USD"), "STK"),
@@ -124,16 +127,22 @@ async def test_an_order_through_submitted_to_filled_with_commission_and_a_reject
     assert h.book.get(rejected).status.value == "REJECTED"
 
 
-async def test_a_cancel_and_a_cancel_that_comes_too_late():
+async def test_a_modification_a_cancel_and_a_cancel_that_comes_too_late():
     async with tws() as server:
         h = Harness(server)
         async with h.running():
             resting = h.submit(order_type=OrderType.LIMIT, price="1.05")
             await h.until(lambda: h.of(resting, OrderAccepted))
+            h.venue.send(ReplaceOrder(ts_event=2, ts_init=2, order_id=resting, symbol="EURUSD", quantity=d("30000"),
+                                      price=d("1.06")))
+            await h.until(lambda: h.of(resting, OrderReplaced))
             h.venue.send(CancelOrder(ts_event=2, ts_init=2, order_id=resting, symbol="EURUSD"))
             await h.until(lambda: h.of(resting, OrderCanceled))
             h.venue.send(CancelOrder(ts_event=3, ts_init=3, order_id=resting, symbol="EURUSD"))
             await h.until(lambda: h.of(resting, OrderCancelRejected))
+    (replaced,) = h.of(resting, OrderReplaced)
+    assert (replaced.quantity, replaced.price) == (d("30000"), d("1.06"))
+    assert [f[0] for _, f in server.received].count("3") == 2  # the order, and its modification
     assert "10148" in h.of(resting, OrderCancelRejected)[0].reason
 
 

@@ -187,6 +187,7 @@ class TwsServer:
         if order_id in self.orders:  # a modification
             o = self.orders[order_id]
             o.qty, o.limit = qty, limit
+            self._open_order(o, w)  # TWS confirms a modification with the order as it now stands
             self._status(o, w)
             self._match(o, w)
             return

@@ -38,6 +38,7 @@ from foxhunt.messages.orders import (
     OrderFilled,
     OrderPartiallyFilled,
     OrderRejected,
+    OrderReplaced,
     ReplaceOrder,
     SubmitOrder,
 )
@@ -74,11 +75,13 @@ class IbVenue:
         self.exec_ids: set[str] = set()  # executions recorded: a fill is counted once
         self.accepted: set[str] = set()
         self.closed: set[str] = set()  # orders whose last event has been emitted (the kernel may not have it yet)
+        self.replacing: set[str] = set()  # modifications sent, waiting for IB's openOrder that confirms them
         self._outbox: list[Input] = []
         self._arrived = asyncio.Event()
         self._lost = asyncio.Event()
         self.connected = False
         ib.orderStatusEvent += self._on_status
+        ib.openOrderEvent += self._on_open_order
         ib.commissionReportEvent += self._on_commission
         ib.errorEvent += self._on_error
         ib.pendingTickersEvent += self._on_tickers
@@ -108,6 +111,7 @@ class IbVenue:
                     trade.order.lmtPrice = float(parsing.format_fixed(cmd.price))
                 if cmd.trigger_price is not None:
                     trade.order.auxPrice = float(parsing.format_fixed(cmd.trigger_price))
+                self.replacing.add(cmd.order_id)
                 self.ib.placeOrder(trade.contract, trade.order)  # same orderId: a modification
         return []
 
@@ -219,6 +223,19 @@ class IbVenue:
                 self._emit(OrderRejected(**self._stamps(), order_id=order_id, symbol=symbol, reason=reason))
             else:
                 self._emit(OrderCanceled(**self._stamps(), order_id=order_id, symbol=symbol, reason=reason))
+
+    def _on_open_order(self, trade: Trade) -> None:
+        """IB's openOrder after a modification carries the order as IB now works it."""
+        order_id = self._order_id(trade)
+        if order_id is None or order_id not in self.replacing or not self._is_open(order_id):
+            return
+        self.replacing.discard(order_id)
+        o = trade.order
+        kind = self.orders()[order_id].order_type.value
+        self._emit(OrderReplaced(**self._stamps(), order_id=order_id, symbol=self.orders()[order_id].symbol,
+                                 quantity=parsing.fixed(o.totalQuantity),
+                                 price=parsing.fixed(o.lmtPrice) if kind == "LIMIT" else None,
+                                 trigger_price=parsing.fixed(o.auxPrice) if kind == "STOP" else None))
 
     def _on_commission(self, trade: Trade, fill: Fill, report) -> None:
         order_id = self._order_id(trade)
