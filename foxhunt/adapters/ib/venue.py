@@ -101,6 +101,10 @@ class IbVenue:
             case SubmitOrder():
                 trade = self.ib.placeOrder(self.qualified[cmd.symbol], parsing.order(cmd, self.account))
                 self.trades[cmd.order_id] = trade
+            case CancelOrder() | ReplaceOrder() if cmd.order_id not in self.trades:
+                # an order of an earlier run that IB did not report at reconciliation
+                self._emit(OrderCancelRejected(**self._stamps(), order_id=cmd.order_id, symbol=cmd.symbol,
+                                               reason="IB did not report this order when foxhunt connected"))
             case CancelOrder():
                 self.ib.cancelOrder(self.trades[cmd.order_id].order)
             case ReplaceOrder():
