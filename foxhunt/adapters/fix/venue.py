@@ -31,6 +31,7 @@ import structlog
 from foxhunt.adapters.fix import parsing
 from foxhunt.adapters.fix.parsing import FixParseError, Working
 from foxhunt.adapters.fix.session import FixEngine, Inbound
+from foxhunt.adapters.venue_remote import RemoteVenue
 from foxhunt.core.orders import Order
 from foxhunt.messages.base import Input
 from foxhunt.messages.orders import (
@@ -55,7 +56,7 @@ class _Reconciling:
     deadline: float
 
 
-class FixVenue:
+class FixVenue(RemoteVenue):
     def __init__(
         self, name: str, engine: FixEngine, orders: Callable[[], dict[str, Order]], account: str = "",
         reconcile_timeout: float = 10.0, cancel_on_reconnect: bool = False,
@@ -73,16 +74,6 @@ class FixVenue:
         self.connected = False
 
     # --- the venue port ------------------------------------------------------------------------------
-
-    keeps_orders = True  # working orders live at the counterparty: reconciled at logon
-
-    def connect(self) -> list[Input]:
-        # down until the session has logged on and reconciled (run() then publishes VenueConnected)
-        now = time.time_ns()
-        return [VenueDisconnected(ts_event=now, ts_init=now, venue=self.name, reason="connecting")]
-
-    def on_market(self, msg: Input) -> list[Input]:
-        return []
 
     def send(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder) -> list[Input]:
         match cmd:

@@ -26,6 +26,7 @@ import structlog
 from ib_async import IB, Contract, Fill, Ticker, Trade
 
 from foxhunt.adapters.ib import parsing
+from foxhunt.adapters.venue_remote import RemoteVenue
 from foxhunt.core.orders import Order
 from foxhunt.errors import ConfigError
 from foxhunt.messages.base import Input
@@ -55,9 +56,7 @@ class IbContract:
     expiry: str = ""  # futures: YYYYMM or YYYYMMDD
 
 
-class IbVenue:
-    keeps_orders = True  # working orders live at IB: reconciled after every connection
-
+class IbVenue(RemoteVenue):
     def __init__(
         self, name: str, ib: IB, host: str, port: int, client_id: int, contracts: dict[str, IbContract],
         orders: Callable[[], dict[str, Order]], account: str = "", market_data: tuple[str, ...] = (),
@@ -88,13 +87,6 @@ class IbVenue:
         ib.disconnectedEvent += self._on_disconnected
 
     # --- the venue port ------------------------------------------------------------------------------
-
-    def connect(self) -> list[Input]:
-        now = time.time_ns()
-        return [VenueDisconnected(ts_event=now, ts_init=now, venue=self.name, reason="connecting")]
-
-    def on_market(self, msg: Input) -> list[Input]:
-        return []
 
     def send(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder) -> list[Input]:
         match cmd:
