@@ -23,7 +23,7 @@ import socket
 import stat
 import struct
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,7 @@ class Access:
 class ServerPolicy:
     path: Path
     group: str = ""  # "" for mode 0600; a group name for mode 0660 owned by that group
-    access: Access = Access(frozenset(), frozenset())
+    access: Access = field(default_factory=lambda: Access.resolve([], []))  # the daemon's own user
     max_connections: int = 8
     idle_timeout: float = 3600.0
     frame_timeout: float = 5.0
