@@ -1,6 +1,6 @@
 """A small exchange behind a real quickfix acceptor, for the FIX tests. Run as a subprocess:
 
-    python tests/fix_exchange.py SETTINGS_FILE      (runs until its stdin closes)
+    python tests/fix_exchange.py SETTINGS_FILE [--rest-limits]     (runs until its stdin closes)
 
 Matching, per NewOrderSingle:
 - a symbol other than EURUSD, GBPUSD, USDJPY is rejected (OrdRejReason 1, with text);
@@ -36,8 +36,9 @@ class Order:
 
 
 class Exchange(fix.Application):
-    def __init__(self) -> None:
+    def __init__(self, rest_limits: bool = False) -> None:
         super().__init__()
+        self.rest_limits = rest_limits  # every limit order rests, whatever its size
         self.orders: dict[str, Order] = {}  # by the ClOrdID the order is known by now
         self.ids = itertools.count(1)
         self.session = None
@@ -87,7 +88,7 @@ class Exchange(fix.Application):
             threading.Timer(0.2, lambda: fix.Session.lookupSession(self.session).disconnect()).start()
         elif o.ord_type == "1":
             self._trade(o, o.qty, Decimal("1.1"))
-        elif o.qty > 150_000:
+        elif o.qty > 150_000 and not self.rest_limits:
             self._trade(o, o.qty / 2, o.price)
 
     def cancel(self, f: dict[str, str]) -> None:
@@ -162,7 +163,7 @@ def _d(x: Decimal) -> str:
 
 def main() -> None:
     settings = fix.SessionSettings(sys.argv[1])
-    app = Exchange()
+    app = Exchange(rest_limits="--rest-limits" in sys.argv[2:])
     acceptor = fix.SocketAcceptor(app, fix.FileStoreFactory(settings), settings, fix.FileLogFactory(settings))
     acceptor.start()
     print("exchange: listening", flush=True)
