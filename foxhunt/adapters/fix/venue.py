@@ -37,6 +37,7 @@ from foxhunt.messages.base import Input
 from foxhunt.messages.orders import (
     CancelOrder,
     OrderCanceled,
+    OrderExpired,
     OrderFilled,
     OrderPartiallyFilled,
     OrderRejected,
@@ -47,6 +48,7 @@ from foxhunt.messages.system import VenueConnected, VenueDisconnected, VenueMess
 
 log = structlog.get_logger("foxhunt.fix")
 
+TERMINAL = (OrderFilled, OrderCanceled, OrderRejected, OrderExpired)
 SENT_REMEMBERED = 100_000  # outgoing sequence numbers kept to match session rejects to orders
 
 
@@ -72,6 +74,8 @@ class FixVenue(RemoteVenue):
         self._sent: OrderedDict[int, tuple[str, str]] = OrderedDict()  # our MsgSeqNum -> (MsgType, ClOrdID)
         self._reconciling: _Reconciling | None = None
         self.connected = False
+        self.closed: set[str] = set()  # orders whose last report has been published
+        self.exec_ids: set[str] = set()  # executions published: a repeated one is not a second fill
 
     # --- the venue port ------------------------------------------------------------------------------
 
@@ -81,15 +85,18 @@ class FixVenue(RemoteVenue):
                 self.cl_ord_ids[cmd.order_id] = cmd.order_id
                 self.engine.send("D", parsing.new_order_single(cmd, self.account))
             case CancelOrder():
-                self.engine.send("F", parsing.cancel_request(cmd, self._next_id(cmd.order_id), self._working(cmd.order_id)))
+                working = self._working(cmd.order_id)
+                self.engine.send("F", parsing.cancel_request(cmd, self._next_id(cmd.order_id), working))
             case ReplaceOrder():
-                self.engine.send("G", parsing.replace_request(cmd, self._next_id(cmd.order_id), self._working(cmd.order_id)))
+                working = self._working(cmd.order_id)
+                self.engine.send("G", parsing.replace_request(cmd, self._next_id(cmd.order_id), working))
         return []
 
     # --- the inbound pump --------------------------------------------------------------------------------
 
     async def run(
-        self, publish: Callable[[Input], Awaitable[None]], *, task_status: anyio.abc.TaskStatus = anyio.TASK_STATUS_IGNORED
+        self, publish: Callable[[Input], Awaitable[None]], *,
+        task_status: anyio.abc.TaskStatus = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Start the engine, then turn what it delivers into inputs until cancelled; stop the engine on
         the way out (from a worker thread: it logs out, which blocks)."""
@@ -123,9 +130,9 @@ class FixVenue(RemoteVenue):
                     self._remember(text)
                     return []
                 case "send_failed":
-                    return [VenueSessionEvent(ts_event=ts, ts_init=ts, venue=self.name, event="send_failed", detail=text)]
+                    return [self._session(ts, event="send_failed", detail=text)]
                 case "not_resent":
-                    return [VenueSessionEvent(ts_event=ts, ts_init=ts, venue=self.name, event="resend_suppressed",
+                    return [self._session(ts, event="resend_suppressed",
                                               detail=text.replace(parsing.SOH, "|"))]
                 case "admin":
                     return self._admin(parsing.split(text), ts)
@@ -138,6 +145,9 @@ class FixVenue(RemoteVenue):
             log.exception("fix_handling_failed", kind=kind, raw=text.replace(parsing.SOH, "|"))
             return [self._ignored(ts, f"foxhunt failed to handle it: {type(e).__name__}: {e}", text)]
 
+    def _session(self, ts: int, event: str, detail: str = "") -> Input:
+        return VenueSessionEvent(ts_event=ts, ts_init=ts, venue=self.name, event=event, detail=detail)
+
     def _ignored(self, ts: int, reason: str, raw: str) -> Input:
         log.warning("fix_message_ignored", reason=reason, raw=raw.replace(parsing.SOH, "|"))
         return VenueMessageIgnored(ts_event=ts, ts_init=ts, venue=self.name, reason=reason,
@@ -146,7 +156,7 @@ class FixVenue(RemoteVenue):
     # --- session -------------------------------------------------------------------------------------
 
     def _on_logon(self, ts: int) -> list[Input]:
-        out: list[Input] = [VenueSessionEvent(ts_event=ts, ts_init=ts, venue=self.name, event="logon", detail="")]
+        out: list[Input] = [self._session(ts, event="logon", detail="")]
         working = {oid: o for oid, o in self.orders().items() if o.is_open}
         if not working:
             self.connected = True
@@ -161,7 +171,7 @@ class FixVenue(RemoteVenue):
         self._reconciling = None
         self.connected = True
         out: list[Input] = [
-            VenueSessionEvent(ts_event=ts, ts_init=ts, venue=self.name, event="reconciled", detail=detail),
+            self._session(ts, event="reconciled", detail=detail),
             VenueConnected(ts_event=ts, ts_init=ts, venue=self.name),
         ]
         if self.cancel_on_reconnect:
@@ -184,16 +194,16 @@ class FixVenue(RemoteVenue):
         match parsed.msg_type:
             case "3":  # session-level Reject of one of our messages
                 text = parsing.session_reject_text(f)
-                out = [VenueSessionEvent(ts_event=ts, ts_init=ts, venue=self.name, event="reject", detail=text)]
+                out = [self._session(ts, event="reject", detail=text)]
                 return out + self._refused(f, ts, f"session reject: {text}")
             case "4":
                 detail = f"NewSeqNo={f.get(36, '?')} GapFill={f.get(123, 'N')}"
-                return [VenueSessionEvent(ts_event=ts, ts_init=ts, venue=self.name, event="sequence_reset", detail=detail)]
+                return [self._session(ts, event="sequence_reset", detail=detail)]
             case "2":
                 detail = f"BeginSeqNo={f.get(7, '?')} EndSeqNo={f.get(16, '?')}"
-                return [VenueSessionEvent(ts_event=ts, ts_init=ts, venue=self.name, event="resend_request", detail=detail)]
+                return [self._session(ts, event="resend_request", detail=detail)]
             case "5":
-                return [VenueSessionEvent(ts_event=ts, ts_init=ts, venue=self.name, event="logout_received",
+                return [self._session(ts, event="logout_received",
                                           detail=f.get(parsing.TEXT, ""))]
         return []  # heartbeats, test requests, logons: the engine's business
 
@@ -203,9 +213,12 @@ class FixVenue(RemoteVenue):
         if sent is None or sent[0] not in ("D", "F", "G"):
             return []
         order = self.orders().get(parsing.order_id_of(sent[1]))
-        if order is None or not order.is_open:
+        if order is None or not order.is_open or order.order_id in self.closed:
             return []
-        return [parsing.refused(sent[0], order.order_id, order.symbol, reason, ts)]
+        event = parsing.refused(sent[0], order.order_id, order.symbol, reason, ts)
+        if isinstance(event, TERMINAL):
+            self.closed.add(order.order_id)
+        return [event]
 
     def _remember(self, raw: str) -> None:
         f = parsing.split(raw).fields
@@ -227,12 +240,22 @@ class FixVenue(RemoteVenue):
                 if f.get(parsing.EXEC_TYPE) == "I":
                     return self._status(order, f, ts)
                 event = parsing.execution_report(f, ts)
-                if event is not None and f.get(parsing.EXEC_TYPE) == "5":
+                if event is None:
+                    return []
+                if f.get(parsing.EXEC_TYPE) == "5":
                     self.cl_ord_ids[order.order_id] = f[parsing.CL_ORD_ID]
-                if event is not None and not order.is_open:
+                # the kernel may not have handled the reports just published: what is done is known here too
+                done = order.order_id in self.closed or not order.is_open
+                fill = isinstance(event, (OrderFilled, OrderPartiallyFilled))
+                repeated = fill and f[parsing.EXEC_ID] in self.exec_ids
+                if done or repeated:
                     return [self._ignored(ts, f"report for order {order.order_id}, which is already "
-                                              f"{order.status.value}", raw)]
-                return [event] if event is not None else []
+                                              f"{'done' if done else 'filled by this execution'}", raw)]
+                if fill:
+                    self.exec_ids.add(f[parsing.EXEC_ID])
+                if isinstance(event, TERMINAL):
+                    self.closed.add(order.order_id)
+                return [event]
             case "9":
                 symbols = {oid: o.symbol for oid, o in self.orders().items()}
                 event = parsing.cancel_reject(f, ts, symbols)
@@ -249,7 +272,7 @@ class FixVenue(RemoteVenue):
         out: list[Input] = []
         cum = parsing._qty(f, parsing.CUM_QTY) if parsing.CUM_QTY in f else order.filled_qty
         missed = cum - order.filled_qty
-        if missed > 0 and order.is_open:
+        if missed > 0 and order.is_open and order.order_id not in self.closed:
             leaves = order.quantity - cum
             cls = OrderFilled if leaves <= 0 else OrderPartiallyFilled
             price = parsing._qty(f, parsing.AVG_PX) if parsing.AVG_PX in f else 0
@@ -257,13 +280,16 @@ class FixVenue(RemoteVenue):
                            trade_id=f"reconciled-{order.order_id}-{cum}", last_qty=missed, last_price=price,
                            leaves_qty=max(leaves, 0)))
         status = f.get(parsing.ORD_STATUS)
-        still_open = order.is_open and not (out and isinstance(out[-1], OrderFilled))
+        filled = bool(out) and isinstance(out[-1], OrderFilled)
+        still_open = order.is_open and order.order_id not in self.closed and not filled
         if still_open and status == "4":
             out.append(OrderCanceled(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
                                      reason="reconciled: canceled at the venue"))
         elif still_open and status == "8":
             out.append(OrderRejected(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
                                      reason=f"reconciled: {f.get(parsing.TEXT, 'rejected at the venue')}"))
+        if any(isinstance(e, TERMINAL) for e in out):
+            self.closed.add(order.order_id)
         r = self._reconciling
         if r is not None:
             r.waiting.discard(order.order_id)
