@@ -423,3 +423,25 @@ def test_the_daemon_trades_through_fix_and_its_journal_verifies(
         tail = kinds[kinds.index("AdminCommand"):]
         assert "OrderCanceled" in tail and tail[-1] == "RunStopped"
         assert "\x0135=F\x01" in text
+
+
+async def test_a_repeated_execution_and_a_report_after_the_end_are_not_counted_twice(tmp_path):
+    def fill(exec_id: str, exec_type: str = "F"):
+        def make(seq, header):
+            return fix_message([*header(seq, "8"), (37, "X1"), (11, "t-1-1"), (17, exec_id), (150, exec_type),
+                                (39, "2"), (55, "EURUSD"), (54, "1"), (32, "100000"), (31, "1.1"), (151, "0"),
+                                (14, "100000"), (6, "1.1")])
+        return make
+
+    counterparty = RawCounterparty([(2, fill("E1")), (3, fill("E1")), (4, fill("E2"))])
+    h = Harness(tmp_path, counterparty.port, reconcile_timeout=1.0)  # it never answers the status request
+    cmd = SubmitOrder(ts_event=1, ts_init=1, order_id="t-1-1", strategy_id="t", symbol="EURUSD", side=Side.BUY,
+                      order_type=OrderType.MARKET, quantity=d("100000"))
+    h.book.add(Order.from_command(cmd))  # as if sent before: the counterparty reports on it once logged on
+    h.book.apply(cmd.order_id, OrderSubmitted(ts_event=1, ts_init=1, order_id=cmd.order_id, symbol="EURUSD"))
+    counterparty.start()
+    async with h.running():
+        await h.until(lambda: len([e for e in h.events if isinstance(e, (OrderFilled, VenueMessageIgnored))]) == 3)
+    assert len(h.of("t-1-1", OrderFilled)) == 1
+    reasons = [e.reason for e in h.events if isinstance(e, VenueMessageIgnored)]
+    assert reasons == ["report for order t-1-1, which is already done"] * 2
