@@ -18,7 +18,6 @@ from foxhunt.admin.server import Access, ServerPolicy
 from foxhunt.config import Config, TradingConfig
 from foxhunt.core.kernel import Kernel
 from foxhunt.errors import ConfigError
-from foxhunt.observability import telemetry
 from foxhunt.ports import Clock, Venue
 from foxhunt.runtime.live import Operations, VenueFactory, simulated_venue
 
@@ -138,7 +137,12 @@ def operations(cfg: Config, journal: str) -> Operations:
             max_connections=a.max_connections, idle_timeout=a.idle_timeout,
         )
     exporter = cfg.telemetry.exporter or ("otlp" if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") else "none")
-    tel = telemetry.build(exporter, cfg.telemetry.metrics_interval, "foxhunt", journal, cfg.telemetry.traces_per_second)
+    tel = None
+    if exporter != "none":
+        from foxhunt.observability import telemetry
+
+        t = cfg.telemetry
+        tel = telemetry.build(exporter, t.metrics_interval, "foxhunt", journal, t.traces_per_second)
     venue = {"sim": lambda _: simulated_venue, "fix": fix_venue, "ib": ib_venue}[cfg.run.venue](cfg)
     return Operations(venue=venue, notifier=Notifier(), admin=admin, telemetry=tel)
 

@@ -18,8 +18,8 @@ import anyio
 import msgspec
 
 from foxhunt import bootstrap, config
-from foxhunt.admin import client as admin_client
 from foxhunt.adapters.feeds import open_feed
+from foxhunt.admin import client as admin_client
 from foxhunt.errors import ConfigError, FoxhuntError, InputError, VerificationFailed
 from foxhunt.observability import logging as fh_logging
 from foxhunt.runtime import replay

@@ -12,7 +12,6 @@ import msgspec
 from foxhunt.messages.base import Input, Message
 from foxhunt.messages.orders import CancelOrder, ReplaceOrder, SubmitOrder
 
-
 PAGE_SIZE = 10_000
 
 

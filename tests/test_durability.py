@@ -55,7 +55,10 @@ def test_the_database_going_away_halts_trading_and_the_journal_resumes_gap_free(
         followed_file = (tmp_path / "followed.txt").open("w")
         tail = subprocess.Popen([*cmd, "journal", "tail", journal_name, "-n", "100000000", "--follow"],
                                 env=cli_env, stdout=followed_file, stderr=subprocess.DEVNULL, text=True)
-        time.sleep(1)
+        deadline = time.monotonic() + 30  # the follower is connected and following before the database goes
+        while not (tmp_path / "followed.txt").read_text():
+            assert time.monotonic() < deadline and tail.poll() is None, "the follower did not start"
+            time.sleep(0.1)
         cluster.stop(mode="immediate")
         time.sleep(3)
         cluster.start()

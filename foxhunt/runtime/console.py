@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from itertools import islice
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
+from itertools import islice
 from typing import Any
 
 import msgspec

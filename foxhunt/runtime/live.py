@@ -36,6 +36,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
@@ -62,7 +63,6 @@ from foxhunt.messages.system import (
     RunStarted,
     RunStopped,
 )
-from foxhunt.observability.telemetry import Telemetry
 from foxhunt.ports import Clock, JournalStore, Venue
 from foxhunt.runtime.bus import Bus, BusClosed, publish_all
 from foxhunt.runtime.console import Console
@@ -70,6 +70,9 @@ from foxhunt.runtime.loop import TradingLoop
 from foxhunt.runtime.reconfigure import journal_config, risk_reload
 from foxhunt.runtime.replay import build_kernel, recover
 from foxhunt.runtime.summary import summarize
+
+if TYPE_CHECKING:  # imported only where telemetry is turned on (the SDK takes a while to import)
+    from foxhunt.observability.telemetry import Telemetry
 
 log = structlog.get_logger("foxhunt.live")
 
