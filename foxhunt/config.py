@@ -308,14 +308,14 @@ FIXED_FOR_A_JOURNAL = ("instruments", "strategy", "venue")  # what a journal's k
 def changes(old: Config, new: Config) -> tuple[list[str], list[str]]:
     """What differs between two configurations, as dotted key paths: (risk limits, which a reload applies,
     named without the `risk.` prefix; everything else, which only a restart applies)."""
-    differ = _differences(msgspec.to_builtins(old), msgspec.to_builtins(new))
+    differ = _differences(_flatten(msgspec.to_builtins(old)), _flatten(msgspec.to_builtins(new)))
     reloadable = [k.split(".", 1)[1] for k in differ if k.split(".", 1)[0] in RELOADABLE]
     return reloadable, [k for k in differ if k.split(".", 1)[0] not in RELOADABLE]
 
 
 def fixed_changes(recorded: TradingConfig, current: TradingConfig) -> list[str]:
     """Settings a journal was started with that differ now, among those its kernel cannot change."""
-    differ = _differences(msgspec.to_builtins(recorded), msgspec.to_builtins(current))
+    differ = _differences(_flatten(msgspec.to_builtins(recorded)), _flatten(msgspec.to_builtins(current)))
     return [k for k in differ if k.split(".", 1)[0] in FIXED_FOR_A_JOURNAL]
 
 
@@ -324,7 +324,7 @@ def apply_risk_changes(current: RiskLimits, old: RiskLimits, new: RiskLimits) ->
     two versions of the file set to the new file's values; and the paths of those limits. Limits the file
     did not change keep their running value, so a reload never undoes an operator's `limit set`."""
     before, after = _flatten(msgspec.to_builtins(old)), _flatten(msgspec.to_builtins(new))
-    paths = _differences(msgspec.to_builtins(old), msgspec.to_builtins(new))
+    paths = _differences(before, after)
     raw = msgspec.to_builtins(current)
     for path in paths:
         keys = path.split(".")
@@ -338,8 +338,8 @@ def apply_risk_changes(current: RiskLimits, old: RiskLimits, new: RiskLimits) ->
     return convert(raw, RiskLimits, "reloaded [risk]"), paths
 
 
-def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    before, after = _flatten(a), _flatten(b)
+def _differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Dotted paths whose values differ between two flattened configurations."""
     return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 

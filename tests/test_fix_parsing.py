@@ -78,7 +78,7 @@ def test_a_reject_carries_the_counterparty_reason_and_code():
 
 def test_a_cancel_reject_names_the_order_and_the_reason():
     f = parsing.split(CANCEL_REJECT).fields
-    rejected = parsing.cancel_reject(f, TS, {"ema-7-1": "EURUSD"})
+    rejected = parsing.cancel_reject(f, TS, {"ema-7-1": "EURUSD"}.get)
     assert rejected == OrderCancelRejected(ts_event=TS, ts_init=TS, order_id="ema-7-1", symbol="EURUSD",
                                            reason="too late to cancel (102=0): order already filled")
 

@@ -6,7 +6,6 @@ Order state is kept by the real order state machine (core/orders.py), as the ker
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import socket
 import subprocess
@@ -23,8 +22,6 @@ import pytest
 from foxhunt.adapters.fix import parsing
 from foxhunt.adapters.fix.session import FixEngine, bundled_fix44, settings_text
 from foxhunt.adapters.fix.venue import FixVenue
-from foxhunt.core.orders import Order, Orders
-from foxhunt.messages.base import Input
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.orders import (
     CancelOrder,
@@ -35,17 +32,15 @@ from foxhunt.messages.orders import (
     OrderPartiallyFilled,
     OrderRejected,
     OrderReplaced,
-    OrderSubmitted,
     OrderType,
     ReplaceOrder,
     Side,
     SubmitOrder,
 )
 from foxhunt.messages.system import VenueConnected, VenueDisconnected, VenueMessageIgnored, VenueSessionEvent
+from tests.venue_harness import VenueHarness
 
 HERE = Path(__file__).resolve().parent
-ORDER_EVENTS = (OrderAccepted, OrderCanceled, OrderCancelRejected, OrderFilled, OrderPartiallyFilled, OrderRejected,
-                OrderReplaced)
 
 
 def free_port() -> int:
@@ -95,12 +90,11 @@ def exchange(tmp_path):
     ex.stop()
 
 
-class Harness:
-    """A FixVenue and the order book it reads, with everything it published."""
+class Harness(VenueHarness):
+    """A FixVenue on its own message store, talking to the exchange on `port`."""
 
     def __init__(self, tmp_path: Path, port: int, **venue_options) -> None:
-        self.book = Orders()
-        self.events: list[Input] = []
+        super().__init__()
         settings = tmp_path / "foxhunt-fix.cfg"
         settings.write_text(settings_text(
             sender="FOXHUNT", target="EXCH", host="127.0.0.1", port=port, heartbeat_s=5, reconnect_s=1,
@@ -109,44 +103,11 @@ class Harness:
         ))
         self.engine = FixEngine(settings, "FOXHUNT", "EXCH", max_per_second=0)
         self.venue = FixVenue("FIX", self.engine, lambda: self.book.by_id, **venue_options)
-        self.seq = 0
 
-    async def publish(self, msg: Input) -> None:
-        self.events.append(msg)
-        if isinstance(msg, ORDER_EVENTS):
-            self.book.apply(msg.order_id, msg)
-
-    def submit(self, symbol: str = "EURUSD", qty: str = "100000", order_type=OrderType.MARKET, price=None,
+    def submit(self, symbol: str = "EURUSD", qty: str | None = None, order_type=OrderType.MARKET, price=None,
                account: str = "") -> str:
-        self.seq += 1
-        cmd = SubmitOrder(ts_event=1, ts_init=1, order_id=f"t-{self.seq}-1", strategy_id="t", symbol=symbol,
-                          side=Side.BUY, order_type=order_type, quantity=d(qty),
-                          price=None if price is None else d(price))
-        self.book.add(Order.from_command(cmd))
-        self.book.apply(cmd.order_id, OrderSubmitted(ts_event=1, ts_init=1, order_id=cmd.order_id, symbol=symbol))
         self.venue.account = account
-        self.venue.send(cmd)
-        return cmd.order_id
-
-    def of(self, order_id: str, kind: type) -> list:
-        return [e for e in self.events if isinstance(e, kind) and e.order_id == order_id]
-
-    async def until(self, condition: Callable[[], bool], timeout: float = 15) -> None:
-        with anyio.fail_after(timeout):
-            while not condition():
-                await anyio.sleep(0.02)
-
-    async def connected(self) -> None:
-        await self.until(lambda: any(isinstance(e, VenueConnected) for e in self.events))
-
-    @contextlib.asynccontextmanager
-    async def running(self):
-        """The venue's pump running, logged on and reconciled; stopped (engine and all) on the way out."""
-        async with anyio.create_task_group() as tg:
-            await tg.start(self.venue.run, self.publish)
-            await self.connected()
-            yield
-            tg.cancel_scope.cancel()
+        return super().submit(symbol, qty, order_type, price)
 
 
 def sent_orders(log_dir: Path, cl_ord_id: str) -> int:
@@ -437,8 +398,7 @@ async def test_a_repeated_execution_and_a_report_after_the_end_are_not_counted_t
     h = Harness(tmp_path, counterparty.port, reconcile_timeout=1.0)  # it never answers the status request
     cmd = SubmitOrder(ts_event=1, ts_init=1, order_id="t-1-1", strategy_id="t", symbol="EURUSD", side=Side.BUY,
                       order_type=OrderType.MARKET, quantity=d("100000"))
-    h.book.add(Order.from_command(cmd))  # as if sent before: the counterparty reports on it once logged on
-    h.book.apply(cmd.order_id, OrderSubmitted(ts_event=1, ts_init=1, order_id=cmd.order_id, symbol="EURUSD"))
+    h.track(cmd)  # as if sent before: the counterparty reports on it once logged on
     counterparty.start()
     async with h.running():
         await h.until(lambda: len([e for e in h.events if isinstance(e, (OrderFilled, VenueMessageIgnored))]) == 3)

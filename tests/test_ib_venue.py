@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
 
 import anyio
 import pytest
 from ib_async import IB
 
 from foxhunt.adapters.ib.venue import IbContract, IbVenue
-from foxhunt.core.orders import Order, Orders
-from foxhunt.messages.base import Input
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.market import Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import (
@@ -26,20 +23,16 @@ from foxhunt.messages.orders import (
     OrderCanceled,
     OrderCancelRejected,
     OrderFilled,
-    OrderPartiallyFilled,
     OrderRejected,
     OrderReplaced,
-    OrderSubmitted,
     OrderType,
     ReplaceOrder,
     Side,
-    SubmitOrder,
 )
 from foxhunt.messages.system import VenueConnected, VenueDisconnected, VenueSessionEvent
 from tests.tws_server import TwsServer, frame
+from tests.venue_harness import VenueHarness
 
-ORDER_EVENTS = (OrderAccepted, OrderCanceled, OrderCancelRejected, OrderFilled, OrderPartiallyFilled, OrderRejected,
-                OrderReplaced)
 CONTRACTS = {
     "EURUSD": IbContract(Instrument(symbol="EURUSD", tick_size=d("0.00005"), lot_size=d("1"), currency="USD"), "CASH"),
     "AAPL": IbContract(Instrument(symbol="AAPL", tick_size=d("0.01"), lot_size=d("1"), currency="USD"), "STK"),
@@ -48,45 +41,16 @@ CONTRACTS = {
 }
 
 
-class Harness:
+class Harness(VenueHarness):
+    """An IbVenue with its own ib_async client, talking to `server`."""
+
+    default_qty = "20000"
+
     def __init__(self, server: TwsServer, **options) -> None:
+        super().__init__()
         self.server = server
-        self.book = Orders()
-        self.events: list[Input] = []
         self.venue = IbVenue("IB", IB(), "127.0.0.1", server.port, 7, CONTRACTS, lambda: self.book.by_id,
                              backoff_max=0.5, **options)
-        self.seq = 0
-
-    async def publish(self, msg: Input) -> None:
-        self.events.append(msg)
-        if isinstance(msg, ORDER_EVENTS):
-            self.book.apply(msg.order_id, msg)
-
-    @contextlib.asynccontextmanager
-    async def running(self):
-        async with anyio.create_task_group() as tg:
-            await tg.start(self.venue.run, self.publish)
-            await self.until(lambda: any(isinstance(e, VenueConnected) for e in self.events))
-            yield
-            tg.cancel_scope.cancel()
-
-    def submit(self, symbol: str = "EURUSD", qty: str = "20000", order_type=OrderType.MARKET, price=None) -> str:
-        self.seq += 1
-        cmd = SubmitOrder(ts_event=1, ts_init=1, order_id=f"t-{self.seq}-1", strategy_id="t", symbol=symbol,
-                          side=Side.BUY, order_type=order_type, quantity=d(qty),
-                          price=None if price is None else d(price))
-        self.book.add(Order.from_command(cmd))
-        self.book.apply(cmd.order_id, OrderSubmitted(ts_event=1, ts_init=1, order_id=cmd.order_id, symbol=symbol))
-        self.venue.send(cmd)
-        return cmd.order_id
-
-    def of(self, order_id: str, kind: type) -> list:
-        return [e for e in self.events if isinstance(e, kind) and getattr(e, "order_id", None) == order_id]
-
-    async def until(self, condition: Callable[[], bool], timeout: float = 15) -> None:
-        with anyio.fail_after(timeout):
-            while not condition():
-                await anyio.sleep(0.02)
 
 
 @contextlib.asynccontextmanager

@@ -79,11 +79,6 @@ class Notifier:
             return float("inf")
         return max(0.0, self._next_beat - time.monotonic())
 
-    def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-
 
 def _watchdog_interval(env: Mapping[str, str]) -> float | None:
     usec = env.get("WATCHDOG_USEC", "")

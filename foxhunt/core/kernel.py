@@ -255,10 +255,12 @@ class Kernel:
             self.change_state(state, msg, cause)
             if state is TradingState.HALTED:
                 for order in list(self.orders.open.values()):
-                    self.requests.append(
-                        CancelOrder(ts_event=msg.ts_event, ts_init=msg.ts_init, order_id=order.order_id,
-                                    symbol=order.symbol, reason=f"kill switch: {cause}")
-                    )
+                    self.request_cancel(order, msg, f"kill switch: {cause}")
+
+    def request_cancel(self, order: Order, cause_msg: Input, reason: str) -> None:
+        """Ask for a working order's cancel, stamped with the input that caused it; it passes the gate."""
+        self.requests.append(CancelOrder(ts_event=cause_msg.ts_event, ts_init=cause_msg.ts_init,
+                                         order_id=order.order_id, symbol=order.symbol, reason=reason))
 
     def _drain_requests(self) -> None:
         for _ in range(MAX_ROUNDS):

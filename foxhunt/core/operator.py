@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from foxhunt.core.risk import RiskLimits
-from foxhunt.messages.orders import CancelOrder, OrderType, Side, SubmitOrder, TimeInForce
+from foxhunt.messages.orders import OrderType, Side, SubmitOrder, TimeInForce
 from foxhunt.messages.system import (
     AdminCommand,
     CommandRejected,
@@ -157,16 +157,7 @@ class Operator:
             self._request_cancel(order, cmd)
 
     def _request_cancel(self, order: Order, cmd: AdminCommand) -> None:
-        k = self.kernel
-        k.requests.append(
-            CancelOrder(
-                ts_event=cmd.ts_event,
-                ts_init=cmd.ts_init,
-                order_id=order.order_id,
-                symbol=order.symbol,
-                reason=f"admin {cmd.command} by {_operator(cmd)}",
-            )
-        )
+        self.kernel.request_cancel(order, cmd, f"admin {cmd.command} by {_operator(cmd)}")
 
     def _set_state(self, state: TradingState, cmd: AdminCommand) -> None:
         k = self.kernel

@@ -12,7 +12,7 @@ Tags and enumerations are those of the FIX 4.4 specification (fixtrading.org, FI
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from foxhunt.messages.base import Input, format_fixed, parse_fixed
@@ -41,9 +41,8 @@ CL_ORD_ID, ORIG_CL_ORD_ID, ORDER_ID, EXEC_ID = 11, 41, 37, 17
 SYMBOL, SIDE, ORDER_QTY, ORD_TYPE, PRICE, STOP_PX = 55, 54, 38, 40, 44, 99
 TIME_IN_FORCE, TRANSACT_TIME, ACCOUNT = 59, 60, 1
 EXEC_TYPE, ORD_STATUS, LEAVES_QTY, CUM_QTY, AVG_PX, LAST_QTY, LAST_PX = 150, 39, 151, 14, 6, 32, 31
-COMMISSION, ORD_REJ_REASON, CXL_REJ_REASON, CXL_REJ_RESPONSE_TO = 12, 103, 102, 434
-REF_TAG_ID, REF_MSG_TYPE, SESSION_REJECT_REASON = 371, 372, 373
-BUSINESS_REJECT_REASON, BUSINESS_REJECT_REF_ID = 380, 379
+COMMISSION, ORD_REJ_REASON, CXL_REJ_REASON = 12, 103, 102
+REF_TAG_ID, SESSION_REJECT_REASON, BUSINESS_REJECT_REASON = 371, 373, 380
 LAST_LIQUIDITY_IND = 851
 
 SIDES = {Side.BUY: "1", Side.SELL: "2"}
@@ -70,7 +69,6 @@ SESSION_REJECT_REASONS = {
     "6": "incorrect data format for value", "9": "CompID problem", "10": "SendingTime accuracy problem",
     "11": "invalid MsgType", "13": "tag appears more than once", "99": "other",
 }
-ORDER_MSG_TYPES = {"D": "new order", "F": "cancel", "G": "replace", "H": "status request"}
 
 
 class FixParseError(ValueError):
@@ -163,7 +161,7 @@ def replace_request(cmd: ReplaceOrder, new_cl_ord_id: str, order: Working) -> li
     return body
 
 
-def status_request(order_id: str, cl_ord_id: str, symbol: str, side: Side) -> list[tuple[int, str]]:
+def status_request(cl_ord_id: str, symbol: str, side: Side) -> list[tuple[int, str]]:
     return [(CL_ORD_ID, cl_ord_id), (SYMBOL, symbol), (SIDE, SIDES[side])]
 
 
@@ -228,12 +226,12 @@ def execution_report(f: dict[int, str], ts: int) -> Input | None:
     raise FixParseError(f"unknown ExecType(150) {f[EXEC_TYPE]!r}")
 
 
-def cancel_reject(f: dict[int, str], ts: int, symbols: dict[str, str]) -> Input:
+def cancel_reject(f: dict[int, str], ts: int, symbol_of: Callable[[str], str | None]) -> Input:
     """OrderCancelReject(9): the order goes on as it was. The message carries no symbol, so the caller
-    gives the symbol of each order it knows."""
+    says which symbol an order id has (None or "" for an order it does not know)."""
     _require(f, CL_ORD_ID)
     order_id = order_id_of(f.get(ORIG_CL_ORD_ID) or f[CL_ORD_ID])
-    return OrderCancelRejected(ts_event=ts, ts_init=ts, order_id=order_id, symbol=symbols.get(order_id, ""),
+    return OrderCancelRejected(ts_event=ts, ts_init=ts, order_id=order_id, symbol=symbol_of(order_id) or "",
                                reason=_text(f, CXL_REJ_REASON, CXL_REJ_REASONS))
 
 

@@ -169,10 +169,6 @@ class FixEngine:
         microseconds to fill) and sends it: the event loop spends only the put."""
         self._outbox.put((msg_type, body))
 
-    def logged_on(self) -> bool:
-        session = fix.Session.lookupSession(self.session_id)
-        return session is not None and session.isLoggedOn()
-
     def _deliver(self, item: Inbound) -> None:  # on quickfix's thread
         loop = self._loop
         if loop is not None and not loop.is_closed():

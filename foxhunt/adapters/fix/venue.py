@@ -162,7 +162,7 @@ class FixVenue(RemoteVenue):
             self.connected = True
             return [*out, VenueConnected(ts_event=ts, ts_init=ts, venue=self.name)]
         for order_id, order in working.items():
-            self.engine.send("H", parsing.status_request(order_id, self.cl_ord_ids.get(order_id, order_id),
+            self.engine.send("H", parsing.status_request(self.cl_ord_ids.get(order_id, order_id),
                                                          order.symbol, order.side))
         self._reconciling = _Reconciling(set(working), time.monotonic() + self.reconcile_timeout)
         return out
@@ -257,9 +257,9 @@ class FixVenue(RemoteVenue):
                     self.closed.add(order.order_id)
                 return [event]
             case "9":
-                symbols = {oid: o.symbol for oid, o in self.orders().items()}
-                event = parsing.cancel_reject(f, ts, symbols)
-                if event.order_id not in symbols:
+                orders = self.orders()
+                event = parsing.cancel_reject(f, ts, lambda oid: o.symbol if (o := orders.get(oid)) else None)
+                if event.order_id not in orders:
                     return [self._ignored(ts, f"cancel reject for an order foxhunt never sent: {event.order_id}", raw)]
                 return [event]
             case "j":

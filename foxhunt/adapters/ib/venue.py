@@ -29,7 +29,7 @@ from foxhunt.adapters.ib import parsing
 from foxhunt.adapters.venue_remote import RemoteVenue
 from foxhunt.core.orders import Order
 from foxhunt.errors import ConfigError
-from foxhunt.messages.base import Input
+from foxhunt.messages.base import Input, format_fixed
 from foxhunt.messages.market import Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import (
     CancelOrder,
@@ -102,11 +102,11 @@ class IbVenue(RemoteVenue):
             case ReplaceOrder():
                 trade = self.trades[cmd.order_id]
                 if cmd.quantity is not None:
-                    trade.order.totalQuantity = float(parsing.format_fixed(cmd.quantity))
+                    trade.order.totalQuantity = float(format_fixed(cmd.quantity))
                 if cmd.price is not None:
-                    trade.order.lmtPrice = float(parsing.format_fixed(cmd.price))
+                    trade.order.lmtPrice = float(format_fixed(cmd.price))
                 if cmd.trigger_price is not None:
-                    trade.order.auxPrice = float(parsing.format_fixed(cmd.trigger_price))
+                    trade.order.auxPrice = float(format_fixed(cmd.trigger_price))
                 self.replacing.add(cmd.order_id)
                 self.ib.placeOrder(trade.contract, trade.order)  # same orderId: a modification
         return []

@@ -1,0 +1,80 @@
+"""What the tests of a real venue (FIX, Interactive Brokers) share: the venue's report pump running, an
+order book kept by the real order state machine (core/orders.py) as the kernel would keep it, and every
+input the venue published."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import anyio
+
+from foxhunt.core.orders import Order, Orders
+from foxhunt.messages.base import Input
+from foxhunt.messages.base import parse_fixed as d
+from foxhunt.messages.orders import (
+    OrderAccepted,
+    OrderCanceled,
+    OrderCancelRejected,
+    OrderFilled,
+    OrderPartiallyFilled,
+    OrderRejected,
+    OrderReplaced,
+    OrderSubmitted,
+    OrderType,
+    Side,
+    SubmitOrder,
+)
+from foxhunt.messages.system import VenueConnected
+
+ORDER_EVENTS = (OrderAccepted, OrderCanceled, OrderCancelRejected, OrderFilled, OrderPartiallyFilled, OrderRejected,
+                OrderReplaced)
+
+
+class VenueHarness:
+    venue: object  # set by the subclass: the venue under test
+    default_qty = "100000"
+
+    def __init__(self) -> None:
+        self.book = Orders()
+        self.events: list[Input] = []
+        self.seq = 0
+
+    async def publish(self, msg: Input) -> None:
+        self.events.append(msg)
+        if isinstance(msg, ORDER_EVENTS):
+            self.book.apply(msg.order_id, msg)
+
+    @contextlib.asynccontextmanager
+    async def running(self):
+        """The venue's pump running, connected and reconciled; stopped (and disconnected) on the way out."""
+        async with anyio.create_task_group() as tg:
+            await tg.start(self.venue.run, self.publish)
+            await self.connected()
+            yield
+            tg.cancel_scope.cancel()
+
+    async def connected(self) -> None:
+        await self.until(lambda: any(isinstance(e, VenueConnected) for e in self.events))
+
+    def track(self, cmd: SubmitOrder) -> None:
+        """An order the kernel approved: in the book, submitted."""
+        self.book.add(Order.from_command(cmd))
+        self.book.apply(cmd.order_id, OrderSubmitted(ts_event=1, ts_init=1, order_id=cmd.order_id, symbol=cmd.symbol))
+
+    def submit(self, symbol: str = "EURUSD", qty: str | None = None, order_type=OrderType.MARKET, price=None) -> str:
+        self.seq += 1
+        cmd = SubmitOrder(ts_event=1, ts_init=1, order_id=f"t-{self.seq}-1", strategy_id="t", symbol=symbol,
+                          side=Side.BUY, order_type=order_type, quantity=d(qty or self.default_qty),
+                          price=None if price is None else d(price))
+        self.track(cmd)
+        self.venue.send(cmd)
+        return cmd.order_id
+
+    def of(self, order_id: str, kind: type) -> list:
+        return [e for e in self.events if isinstance(e, kind) and getattr(e, "order_id", None) == order_id]
+
+    async def until(self, condition: Callable[[], bool], timeout: float = 15) -> None:
+        with anyio.fail_after(timeout):
+            while not condition():
+                await anyio.sleep(0.02)
