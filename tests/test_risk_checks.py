@@ -19,7 +19,7 @@ from foxhunt.messages.system import TradingState
 from tests.fakes import INSTRUMENTS, quote
 
 UNL = rc.UNLIMITED
-FLOW_OFF = np.array([UNL, 1, 0, UNL, 1, 0, 0, 0, 0], dtype=np.int64)  # no throttles, no duplicate check
+FLOW_OFF = np.array([UNL, 1, 0, UNL, 1, 0, 0, 0, 0, 0], dtype=np.int64)  # no throttles, no duplicate check, no self-match
 TRADING = {rc.ACTIVE: "ACTIVE", rc.REDUCING: "REDUCING", rc.HALTED: "HALTED"}
 RESTRICTED = {rc.OPEN: "open", rc.NO_TRADE: "no_trade", rc.REDUCE_ONLY_LIST: "reduce_only"}
 B = 10**9  # one unit in nanos
@@ -61,15 +61,16 @@ def cases(draw):
 def run_kernel(limits, account, order, state):
     row = np.array([limits[k] for k in ("lot", "tick", "mult", "min_qty", "max_qty", "max_notional_lt", "collar_bps",
                                         "collar_ticks", "max_long", "max_short", "max_open_orders", "max_open_qty",
-                                        "ref_max_age")] + [limits["restricted"], limits["paused"]], dtype=np.int64)
-    acct = np.array([account["max_gross"], account["max_net"], account["credit"]])
-    out = np.zeros(2)
+                                        "ref_max_age")] + [limits["restricted"], limits["paused"]]
+                   + [state["position"], state["open_buy"], state["open_sell"], state["open_orders"], 0, 0, 0], dtype=np.int64)
+    engine = rc.engine_state(np.array([account["max_gross"], account["max_net"], account["credit"], 0.0, 0.0]), [row],
+                             FLOW_OFF)
     code = rc.kernels().check_order_nb(
-        row, acct, order["side"], order["qty"], order["price"] or 0, order["price"] is not None, order["reduce_only"],
-        state["ref"], state["ref_age"], state["position"], state["open_buy"], state["open_sell"], state["open_orders"],
-        state["trading"], state["gross"], state["net"], state["credit_used"], FLOW_OFF.copy(), 0, 0, 0, 0, out,
+        engine, rc.E_ROWS, order["side"], order["qty"], order["price"] or 0, order["price"] is not None,
+        order["reduce_only"], state["ref"], state["ref_age"], 0, 0, 0, state["trading"], state["gross"], state["net"],
+        state["credit_used"], 0, 0, 0,
     )
-    return rc.REASONS.get(code, "OK"), out
+    return rc.REASONS.get(code, "OK"), engine[rc.E_ACCOUNT : rc.E_ROWS].view(np.float64)[rc.A_VALUE :]
 
 
 @settings(max_examples=3000, deadline=None)
@@ -160,7 +161,7 @@ def test_working_orders_are_tracked_through_their_events_and_count_against_limit
                           order_type=OrderType.LIMIT, quantity=d("2000"), price=d("1.09"))
         k.requests.append(cmd)
         k.handle(10 + i, quote(1_000, "1.09990", "1.10010"))
-    assert risk.working["EURUSD"] == [d("4000"), 0, 2]
+    assert risk.working_orders()["EURUSD"] == (d("4000"), 0, 2)
     assert submit(k, "1000") == "MAX_OPEN_ORDERS: open_orders=3 limit=2"
     k.handle(20, OrderAccepted(ts_event=1_000, ts_init=0, order_id="w1", symbol="EURUSD", venue_order_id="v1"))
     replace = ReplaceOrder(ts_event=1_000, ts_init=0, order_id="w1", symbol="EURUSD", quantity=d("4000"))
@@ -169,7 +170,7 @@ def test_working_orders_are_tracked_through_their_events_and_count_against_limit
     from foxhunt.messages.orders import OrderCanceled
 
     k.handle(21, OrderCanceled(ts_event=1_000, ts_init=0, order_id="w1", symbol="EURUSD"))
-    assert risk.working["EURUSD"] == [d("2000"), 0, 1]
+    assert risk.working_orders()["EURUSD"] == (d("2000"), 0, 1)
     assert risk.working_value == pytest.approx(2000 * 1.09)
 
 
@@ -225,7 +226,7 @@ def flows(draw):
             actions.append(("cancel", now))
         else:
             price = draw(st.one_of(st.none(), st.integers(90, 110)))
-            actions.append(("order", now, draw(st.sampled_from([1, -1])), price, draw(st.integers(0, 3)),
+            actions.append(("order", now, draw(st.sampled_from([1, -1])), price, draw(st.integers(1, 3)),
                             draw(st.sampled_from([0, 95])), draw(st.sampled_from([0, 105]))))
     return limits, actions
 
@@ -247,18 +248,22 @@ def test_the_flow_checks_agree_with_their_plain_python_twin(case):
         flow[rc.F_DUP_SLOTS] = limits["dup_slots"]
     twin = rc.FlowPy(limits["order_limit"], limits["order_window"] * ms, limits["msg_limit"],
                      limits["msg_window"] * ms, limits["dup_window"] * ms, limits["dup_slots"])
-    k, out = rc.kernels(), np.zeros(2)
-    row = np.full(rc.LIMIT_FIELDS, UNL, dtype=np.int64)
-    row[rc.L_LOT], row[rc.L_TICK], row[rc.L_MULT], row[rc.L_MIN_QTY], row[rc.L_RESTRICTED], row[rc.L_PAUSED] = 1, 1, 1, 0, rc.OPEN, 0
-    account = np.full(3, np.inf)
+    k = rc.kernels()
+    row = np.full(rc.ROW_FIELDS, UNL, dtype=np.int64)
+    row[rc.L_LOT], row[rc.L_TICK], row[rc.L_MULT], row[rc.L_MIN_QTY], row[rc.L_RESTRICTED] = 1, 1, 1, 0, rc.OPEN
+    row[rc.L_PAUSED :] = 0
+    engine = rc.engine_state(np.array([np.inf, np.inf, np.inf, 0.0, 0.0]), [row], flow)
+    row, flow = engine[rc.E_ROWS : rc.E_ROWS + rc.ROW_FIELDS], engine[engine[rc.E_FLOW_AT] :]  # views
     for action in actions:
         if action[0] == "cancel":
             k.record_message_nb(flow, action[1] * ms)
             twin.cancel(action[1] * ms)
             continue
-        _, now, side, price, key, own_bid, own_ask = action
-        code = k.check_order_nb(row, account, side, 1, price or 0, price is not None, 0, 100, 0, 0, 0, 0, 0,
-                                rc.ACTIVE, 0.0, 0.0, 0.0, flow, now * ms, key, own_bid, own_ask, out)
+        _, now, side, price, terms, own_bid, own_ask = action
+        row[rc.S_OWN_BID], row[rc.S_OWN_ASK] = own_bid, own_ask
+        code = k.check_order_nb(engine, rc.E_ROWS, side, 1, price or 0, price is not None, 0, 100, 0, 0, 0, 0,
+                                rc.ACTIVE, 0.0, 0.0, 0.0, now * ms, terms, 0)
+        key = (side, terms, price or 0)  # what the kernel's duplicate key is made of, in this test
         assert rc.REASONS.get(code, "OK") == twin.check(side, price, now * ms, key, own_bid, own_ask), action
 
 

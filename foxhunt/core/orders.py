@@ -6,9 +6,9 @@ it raises, the process stops, and the journal rebuilds the state on restart (cra
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
+from foxhunt.messages.base import Enum
 from foxhunt.messages.orders import (
     OrderAccepted,
     OrderCanceled,
@@ -27,7 +27,7 @@ from foxhunt.messages.orders import (
 )
 
 
-class OrderStatus(enum.Enum):
+class OrderStatus(Enum):
     INITIALIZED = "INITIALIZED"
     DENIED = "DENIED"
     SUBMITTED = "SUBMITTED"

@@ -1,8 +1,12 @@
 """The per-order pre-trade checks: one numba kernel, its reason codes, and a plain-Python twin.
 
-`check_order_nb` takes the instrument's limits as one int64 row (layout: the `L_*` indices), the
-account's limits as one float64 row (`A_*`), and the order and the state it meets as scalars; it writes
-the value and the limit behind a denial into `out` and returns a reason code (0 passes). It never raises.
+`check_order_nb` takes the engine's state as one int64 array (`engine_state`: the account's limits, float64,
+layout `A_*`; one row per instrument with its limits and the state of its orders and position, layout
+`L_*` and `S_*`; the account's throttle rings, layout `F_*`), where the instrument's row starts, and the
+order and the rest of the state it meets as scalars; it writes the value and the limit behind a denial
+into the account's `A_VALUE` and `A_LIMIT` and returns a reason code (0 passes). It never raises. One
+array, because unboxing each costs the call about a tenth of a microsecond, and the engine calls it
+through `jit.direct`, past numba's typing of every argument: the call is most of the check's cost.
 Quantities and prices are nanos (see messages/base.py); an order's notional is compared in lots times
 ticks against a limit converted to the same unit beforehand, so the comparison is exact at the limit;
 exposures and credit, which add up different instruments, are float64 money.
@@ -17,7 +21,7 @@ from types import SimpleNamespace
 import numba
 import numpy as np
 
-from foxhunt.core.jit import compiled
+from foxhunt.core.jit import compiled, direct
 
 # Reason codes: stable numbers, never reused. 0 passes.
 OK = 0
@@ -59,15 +63,26 @@ L_LOT, L_TICK, L_MULT, L_MIN_QTY, L_MAX_QTY, L_MAX_NOTIONAL_LT = 0, 1, 2, 3, 4, 
 L_COLLAR_BPS, L_COLLAR_TICKS, L_MAX_LONG, L_MAX_SHORT, L_MAX_OPEN_ORDERS, L_MAX_OPEN_QTY = 6, 7, 8, 9, 10, 11
 L_REF_MAX_AGE, L_RESTRICTED, L_PAUSED = 12, 13, 14  # L_PAUSED: a breaker's reason code (0: trading), not config
 LIMIT_FIELDS = 15
+# ... followed by the instrument's state, kept in step by the engine (PreTradeRisk.on_order, on_position):
+# position, working buy and sell quantity and order count, our best resting buy and sell limit price (0: none).
+S_POSITION, S_OPEN_BUY, S_OPEN_SELL, S_OPEN_ORDERS, S_OWN_BID, S_OWN_ASK = 15, 16, 17, 18, 19, 20
+S_INSTRUMENT = 21  # the instrument's number (its place among the sorted symbols), part of the duplicate key
+ROW_FIELDS = 22
 # The account's flow state (int64): rings of recent order times, message times, and (key, time) of recent
 # orders for the duplicate check, with their limits. A ring holds as many entries as its limit allows.
 F_ORDER_LIMIT, F_ORDER_WINDOW, F_ORDER_HEAD = 0, 1, 2
 F_MSG_LIMIT, F_MSG_WINDOW, F_MSG_HEAD = 3, 4, 5
 F_DUP_WINDOW, F_DUP_HEAD, F_DUP_SLOTS = 6, 7, 8
-F_HEADER = 9  # then: order ring [order limit], message ring [message limit], duplicate ring [2 * slots]
-# The account's limit row (float64 money; inf is off).
+F_SELF_MATCH = 9  # 1: self-match prevention on
+F_HEADER = 10  # then: order ring [order limit], message ring [message limit], duplicate ring [2 * slots]
+# The account's limit row (float64 money; inf is off), then where a denial writes what triggered it.
 A_MAX_GROSS, A_MAX_NET, A_CREDIT = 0, 1, 2
-ACCOUNT_FIELDS = 3
+A_VALUE, A_LIMIT = 3, 4
+ACCOUNT_FIELDS = 5
+# The engine's state: where the flow starts, the account row (float64, stored as its bits), the instruments'
+# rows, then the flow (engine_state).
+E_FLOW_AT, E_ACCOUNT = 0, 1
+E_ROWS = E_ACCOUNT + ACCOUNT_FIELDS
 # Restriction levels, and trading states, as the kernel sees them.
 OPEN, NO_TRADE, REDUCE_ONLY_LIST = 0, 1, 2
 ACTIVE, REDUCING, HALTED = 0, 1, 2
@@ -85,10 +100,31 @@ def _ring_full_nb(flow, start, limit, window, head, now):
     return oldest != 0 and now - oldest < window
 
 
+def engine_state(account: np.ndarray, rows: list[np.ndarray], flow: np.ndarray) -> np.ndarray:
+    """The one array the check takes: the account row, the instruments' rows in order (row i starts at
+    `E_ROWS + i * ROW_FIELDS`), the flow."""
+    flow_at = E_ROWS + len(rows) * ROW_FIELDS
+    engine = np.zeros(flow_at + flow.size, dtype=np.int64)
+    engine[E_FLOW_AT] = flow_at
+    engine[E_ACCOUNT:E_ROWS] = np.asarray(account, dtype=np.float64).view(np.int64)
+    for i, row in enumerate(rows):
+        engine[E_ROWS + i * ROW_FIELDS : E_ROWS + (i + 1) * ROW_FIELDS] = row
+    engine[flow_at:] = flow
+    return engine
+
+
 def check_order_nb(
-    lim, acct, side, qty, price, has_price, reduce_only, ref, ref_age, position, open_buy, open_sell,
-    open_orders, state, gross, net, credit_used, flow, now, key, own_bid, own_ask, out,
+    engine, row_at, side, qty, price, has_price, reduce_only, ref, ref_age, less_buy, less_sell, less_orders,
+    state, gross, net, credit_used, now, terms, trigger,
 ):
+    """`row_at`: where the instrument's row starts in `engine`. `less_*`: working quantity and orders not to
+    count (a replace is checked in place of its order). `terms`: the order's type and time in force as one
+    nonzero number, or 0 for an order that the duplicate check skips (a replace)."""
+    lim = engine[row_at : row_at + ROW_FIELDS]
+    acct = out = engine[E_ACCOUNT:E_ROWS].view(np.float64)
+    flow = engine[engine[E_FLOW_AT] :]
+    position = lim[S_POSITION]
+    open_buy, open_sell, open_orders = lim[S_OPEN_BUY] - less_buy, lim[S_OPEN_SELL] - less_sell, lim[S_OPEN_ORDERS] - less_orders
     reduces = position != 0 and (position > 0) == (side < 0) and qty <= abs(position)  # by side: qty may be 0
     if state == HALTED:
         return 1
@@ -103,65 +139,79 @@ def check_order_nb(
     if reduce_only != 0 and not reduces:
         return 5
     if qty <= 0 or qty % lim[L_LOT] != 0:
-        out[0], out[1] = qty, lim[L_LOT]
+        out[A_VALUE], out[A_LIMIT] = qty, lim[L_LOT]
         return 6
     if has_price != 0 and (price <= 0 or price % lim[L_TICK] != 0):
-        out[0], out[1] = price, lim[L_TICK]
+        out[A_VALUE], out[A_LIMIT] = price, lim[L_TICK]
         return 7
     if qty < lim[L_MIN_QTY]:
-        out[0], out[1] = qty, lim[L_MIN_QTY]
+        out[A_VALUE], out[A_LIMIT] = qty, lim[L_MIN_QTY]
         return 8
     if qty > lim[L_MAX_QTY]:
-        out[0], out[1] = qty, lim[L_MAX_QTY]
+        out[A_VALUE], out[A_LIMIT] = qty, lim[L_MAX_QTY]
         return 9
     needs_ref = has_price == 0 or lim[L_COLLAR_BPS] != UNLIMITED or lim[L_COLLAR_TICKS] != UNLIMITED
     if needs_ref and ref <= 0:
         return 10
     if needs_ref and ref_age > lim[L_REF_MAX_AGE]:
-        out[0], out[1] = ref_age, lim[L_REF_MAX_AGE]
+        out[A_VALUE], out[A_LIMIT] = ref_age, lim[L_REF_MAX_AGE]
         return 11
     at = price if has_price != 0 else ref
     price_ticks = (at + lim[L_TICK] - 1) // lim[L_TICK]  # a reference mid between ticks rounds up
     lots_ticks = (qty // lim[L_LOT]) * price_ticks
     if lots_ticks > lim[L_MAX_NOTIONAL_LT]:
-        out[0], out[1] = lots_ticks, lim[L_MAX_NOTIONAL_LT]
+        out[A_VALUE], out[A_LIMIT] = lots_ticks, lim[L_MAX_NOTIONAL_LT]
         return 12
     if has_price != 0 and ref > 0:
         away = abs(price - ref)
         if lim[L_COLLAR_BPS] != UNLIMITED and away * 10_000 > ref * lim[L_COLLAR_BPS]:
-            out[0], out[1] = away, ref
+            out[A_VALUE], out[A_LIMIT] = away, ref
             return 13
         if lim[L_COLLAR_TICKS] != UNLIMITED and away > lim[L_COLLAR_TICKS] * lim[L_TICK]:
-            out[0], out[1] = away, lim[L_COLLAR_TICKS] * lim[L_TICK]
+            out[A_VALUE], out[A_LIMIT] = away, lim[L_COLLAR_TICKS] * lim[L_TICK]
             return 14
     if not reduces:
         if side > 0 and position + open_buy + qty > lim[L_MAX_LONG]:
-            out[0], out[1] = position + open_buy + qty, lim[L_MAX_LONG]
+            out[A_VALUE], out[A_LIMIT] = position + open_buy + qty, lim[L_MAX_LONG]
             return 15
         if side < 0 and -(position - open_sell - qty) > lim[L_MAX_SHORT]:
-            out[0], out[1] = -(position - open_sell - qty), lim[L_MAX_SHORT]
+            out[A_VALUE], out[A_LIMIT] = -(position - open_sell - qty), lim[L_MAX_SHORT]
             return 16
     if open_orders + 1 > lim[L_MAX_OPEN_ORDERS]:
-        out[0], out[1] = open_orders + 1, lim[L_MAX_OPEN_ORDERS]
+        out[A_VALUE], out[A_LIMIT] = open_orders + 1, lim[L_MAX_OPEN_ORDERS]
         return 17
     if open_buy + open_sell + qty > lim[L_MAX_OPEN_QTY]:
-        out[0], out[1] = open_buy + open_sell + qty, lim[L_MAX_OPEN_QTY]
+        out[A_VALUE], out[A_LIMIT] = open_buy + open_sell + qty, lim[L_MAX_OPEN_QTY]
         return 18
     if not reduces:
         value = (qty / SCALE) * (at / SCALE) * lim[L_MULT]
         if gross + value > acct[A_MAX_GROSS]:
-            out[0], out[1] = gross + value, acct[A_MAX_GROSS]
+            out[A_VALUE], out[A_LIMIT] = gross + value, acct[A_MAX_GROSS]
             return 19
         if abs(net + (value if side > 0 else -value)) > acct[A_MAX_NET]:
-            out[0], out[1] = abs(net + (value if side > 0 else -value)), acct[A_MAX_NET]
+            out[A_VALUE], out[A_LIMIT] = abs(net + (value if side > 0 else -value)), acct[A_MAX_NET]
             return 20
         if credit_used + value > acct[A_CREDIT]:
-            out[0], out[1] = credit_used + value, acct[A_CREDIT]
+            out[A_VALUE], out[A_LIMIT] = credit_used + value, acct[A_CREDIT]
             return 21
+    own_bid, own_ask = (lim[S_OWN_BID], lim[S_OWN_ASK]) if flow[F_SELF_MATCH] != 0 else (0, 0)
+    key = 0
+    if terms != 0 and flow[F_DUP_SLOTS] > 0:
+        key = _duplicate_key_nb(lim[S_INSTRUMENT], side, terms, qty, price, trigger)
     code = _check_flow_nb(flow, side, has_price, price, now, key, own_bid, own_ask, out)
     if code == 0:
         _record_nb(flow, now, key)
     return code
+
+
+@numba.njit
+def _duplicate_key_nb(instrument, side, terms, qty, price, trigger):
+    """What makes two orders the same, as one int64: FNV-1a (Fowler, Noll, Vo) over 64-bit words, wrapping.
+    Integers only: replay must compute the same key as live trading did. 0 means no key."""
+    h = -3750763034362895579  # the 64-bit FNV offset basis 0xcbf29ce484222325, as int64
+    for word in (instrument, side, terms, qty, price, trigger):
+        h = (h ^ word) * 1099511628211  # the 64-bit FNV prime
+    return h if h != 0 else 1
 
 
 @numba.njit
@@ -172,22 +222,22 @@ def _check_flow_nb(flow, side, has_price, price, now, key, own_bid, own_ask, out
     if flow[F_ORDER_LIMIT] != UNLIMITED and _ring_full_nb(
         flow, orders_at, flow[F_ORDER_LIMIT], flow[F_ORDER_WINDOW], F_ORDER_HEAD, now
     ):
-        out[0], out[1] = flow[F_ORDER_LIMIT] + 1, flow[F_ORDER_LIMIT]
+        out[A_VALUE], out[A_LIMIT] = flow[F_ORDER_LIMIT] + 1, flow[F_ORDER_LIMIT]
         return 22
     if flow[F_MSG_LIMIT] != UNLIMITED and _ring_full_nb(flow, msgs_at, flow[F_MSG_LIMIT], flow[F_MSG_WINDOW], F_MSG_HEAD, now):
-        out[0], out[1] = flow[F_MSG_LIMIT] + 1, flow[F_MSG_LIMIT]
+        out[A_VALUE], out[A_LIMIT] = flow[F_MSG_LIMIT] + 1, flow[F_MSG_LIMIT]
         return 23
-    for i in range(flow[F_DUP_SLOTS]):
+    for i in range(flow[F_DUP_SLOTS] if key != 0 else 0):
         at = dups_at + 2 * i
         if flow[at] == key and flow[at + 1] != 0 and now - flow[at + 1] < flow[F_DUP_WINDOW]:
-            out[0], out[1] = now - flow[at + 1], flow[F_DUP_WINDOW]
+            out[A_VALUE], out[A_LIMIT] = now - flow[at + 1], flow[F_DUP_WINDOW]
             return 24
     # self-match: a buy that would trade with our own resting sell, or a sell with our own resting buy
     if side > 0 and own_ask > 0 and (has_price == 0 or price >= own_ask):
-        out[0], out[1] = price, own_ask
+        out[A_VALUE], out[A_LIMIT] = price, own_ask
         return 25
     if side < 0 and own_bid > 0 and (has_price == 0 or price <= own_bid):
-        out[0], out[1] = price, own_bid
+        out[A_VALUE], out[A_LIMIT] = price, own_bid
         return 25
     return 0
 
@@ -204,7 +254,7 @@ def _record_nb(flow, now, key):
     record_message_nb(flow, now)
     if flow[F_MSG_LIMIT] != UNLIMITED:
         at += flow[F_MSG_LIMIT]
-    if flow[F_DUP_SLOTS] > 0:
+    if flow[F_DUP_SLOTS] > 0 and key != 0:
         slot = at + 2 * (flow[F_DUP_HEAD] % flow[F_DUP_SLOTS])
         flow[slot], flow[slot + 1] = key, now
         flow[F_DUP_HEAD] += 1
@@ -221,14 +271,14 @@ def record_message_nb(flow, now):
 
 
 SIGNATURE = (
-    "int64(int64[::1], float64[::1], int64, int64, int64, int64, int64, int64, int64, int64, int64, int64,"
-    " int64, int64, float64, float64, float64, int64[::1], int64, int64, int64, int64, float64[::1])"
+    "int64(int64[::1], int64, int64, int64, int64, int64, int64, int64, int64, int64, int64, int64,"
+    " int64, float64, float64, float64, int64, int64, int64)"
 )
 def kernels() -> SimpleNamespace:
     """The compiled check (core/jit.py), compiled on first call, which building the risk engine makes at
     start-up."""
     return SimpleNamespace(
-        check_order_nb=compiled(check_order_nb, SIGNATURE),
+        check_order_nb=direct(compiled(check_order_nb, SIGNATURE)),
         record_message_nb=compiled(record_message_nb.py_func, "void(int64[::1], int64)"),
     )
 
@@ -308,14 +358,14 @@ class FlowPy:
         self.dup_window, self.dup_slots = dup_window, dup_slots
         self.orders: list[int] = []
         self.messages: list[int] = []
-        self.recent: list[tuple[int, int]] = []  # (key, time), newest last
+        self.recent: list[tuple[object, int]] = []  # (key, time), newest last
 
     @staticmethod
     def _busy(times: list[int], limit: int, window: int, now: int) -> bool:
         """The last `limit` times all fall inside the window (a limit of 0 allows nothing)."""
         return limit == 0 or (len(times) >= limit and all(now - t < window for t in times[-limit:]))
 
-    def check(self, side: int, price: int | None, now: int, key: int, own_bid: int, own_ask: int) -> str:
+    def check(self, side: int, price: int | None, now: int, key: object, own_bid: int, own_ask: int) -> str:
         if self.order_limit is not None and self._busy(self.orders, self.order_limit, self.order_window, now):
             return "ORDER_THROTTLE"
         if self.msg_limit is not None and self._busy(self.messages, self.msg_limit, self.msg_window, now):

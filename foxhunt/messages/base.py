@@ -15,10 +15,21 @@ recorded value).
 
 from __future__ import annotations
 
+import enum
+
 import msgspec
 
 SCALE = 1_000_000_000
 SCALE_DIGITS = 9
+
+
+class Enum(enum.Enum):
+    """The base of foxhunt's enumerations. Members are singletons and compare by identity, so they hash by
+    identity too: enum.Enum hashes a member's name in Python, which made a lookup keyed by a member several
+    times slower than one keyed by a string (the pre-trade check, docs/benchmarks.md). Like a str's, the hash
+    differs from one process to the next: nothing replay must repeat may depend on it."""
+
+    __hash__ = object.__hash__
 
 
 class Message(msgspec.Struct, frozen=True, kw_only=True, tag=True, tag_field="kind", gc=False):

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import enum
-
 import msgspec
 
-from foxhunt.messages.base import Input
+from foxhunt.messages.base import Enum, Input
 
 
 class Instrument(msgspec.Struct, frozen=True, kw_only=True):
@@ -19,14 +17,14 @@ class Instrument(msgspec.Struct, frozen=True, kw_only=True):
     multiplier: int = 1
 
 
-class PriceType(enum.Enum):
+class PriceType(Enum):
     BID = "BID"
     ASK = "ASK"
     MID = "MID"
     LAST = "LAST"
 
 
-class AggressorSide(enum.Enum):
+class AggressorSide(Enum):
     BUYER = "BUYER"
     SELLER = "SELLER"
     NONE = "NONE"

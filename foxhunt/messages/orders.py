@@ -7,23 +7,21 @@ own verdicts (`OrderDenied`, `OrderSubmitted`) are derived.
 
 from __future__ import annotations
 
-import enum
-
-from foxhunt.messages.base import Derived, Input
+from foxhunt.messages.base import Derived, Enum, Input
 
 
-class Side(enum.Enum):
+class Side(Enum):
     BUY = "BUY"
     SELL = "SELL"
 
 
-class OrderType(enum.Enum):
+class OrderType(Enum):
     MARKET = "MARKET"
     LIMIT = "LIMIT"
     STOP = "STOP"
 
 
-class TimeInForce(enum.Enum):
+class TimeInForce(Enum):
     DAY = "DAY"
     GTC = "GTC"
     IOC = "IOC"

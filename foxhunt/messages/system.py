@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import enum
-
-from foxhunt.messages.base import Derived, Input
+from foxhunt.messages.base import Derived, Enum, Input
 
 
-class TradingState(enum.Enum):
+class TradingState(Enum):
     ACTIVE = "ACTIVE"
     REDUCING = "REDUCING"  # only orders that reduce exposure
     HALTED = "HALTED"  # nothing new; cancels still pass

@@ -155,7 +155,7 @@ class Console:
             "usage": {
                 "open_orders": len(kernel.orders.open),
                 "working": {s: {"buy_qty": format_fixed(w[0]), "sell_qty": format_fixed(w[1]), "orders": w[2]}
-                            for s, w in sorted(gate.working.items()) if any(w)},
+                            for s, w in gate.working_orders().items()},
                 "gross_exposure": format_fixed(kernel.portfolio.gross_exposure) if kernel.portfolio.track_gross else None,
                 "net_exposure": format_fixed(kernel.portfolio.net_exposure),
             },
