@@ -258,11 +258,12 @@ def fix_message(fields: list[tuple[int, str]], checksum: int | None = None) -> b
 class RawCounterparty(threading.Thread):
     """A FIX acceptor written by hand: answers the logon, then sends what the test gives it, valid or not."""
 
-    def __init__(self, messages: list[tuple[int, Callable]]) -> None:
+    def __init__(self, messages: list[tuple[int, Callable]], refuse: str | None = None) -> None:
         super().__init__(daemon=True)
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port = self.server.getsockname()[1]
         self.messages = messages
+        self.refuse = refuse  # answer the logon with a Logout giving this reason, and hang up
         self.received = b""
 
     @staticmethod
@@ -275,6 +276,12 @@ class RawCounterparty(threading.Thread):
         conn, _ = self.server.accept()
         conn.settimeout(10)
         self.received += conn.recv(4096)  # the logon
+        if self.refuse is not None:
+            conn.sendall(fix_message([*self.header(1, "5"), (58, self.refuse)]))
+            time.sleep(0.2)
+            conn.close()
+            self.server.close()  # and refuse to be reached again
+            return
         conn.sendall(fix_message([*self.header(1, "A"), (98, "0"), (108, "5")]))
         for seq, make in self.messages:
             conn.sendall(make(seq, self.header))
@@ -309,6 +316,19 @@ async def test_malformed_and_unexpected_messages_from_the_counterparty_do_not_cr
     assert [e.reason for e in ignored] == ["execution report for an order foxhunt never sent: ClOrdID 'ghost-1'"]
     assert b"\x0135=3\x01" in counterparty.received  # the session-level reject of the message lacking tag 150
     assert b"\x01373=1\x01" in counterparty.received or b"\x01371=150\x01" in counterparty.received
+
+
+async def test_a_refused_logon_is_journaled_with_the_counterpartys_reason(tmp_path):
+    counterparty = RawCounterparty([], refuse="unknown CompID FOXHUNT")
+    counterparty.start()
+    h = Harness(tmp_path, counterparty.port)
+    async with h.running(connect=False):
+        await h.until(lambda: any(isinstance(e, VenueSessionEvent) and e.event == "logout_received" for e in h.events))
+        await anyio.sleep(2.5)  # quickfix goes on trying to log on, once a second, and finds nobody
+    refused = [e for e in h.events if isinstance(e, VenueSessionEvent) and e.event == "logout_received"]
+    assert [e.detail for e in refused] == ["unknown CompID FOXHUNT"]
+    assert not any(isinstance(e, VenueConnected) for e in h.events)  # never trading on a refused session
+    assert not any(isinstance(e, VenueDisconnected) for e in h.events)  # it never was up: no event per retry
 
 
 async def test_an_order_the_counterparty_asks_us_to_resend_is_not_sent_twice(tmp_path):

@@ -46,11 +46,13 @@ class VenueHarness:
             self.book.apply(msg.order_id, msg)
 
     @contextlib.asynccontextmanager
-    async def running(self):
-        """The venue's pump running, connected and reconciled; stopped (and disconnected) on the way out."""
+    async def running(self, connect: bool = True):
+        """The venue's pump running, connected and reconciled (unless `connect` is false); stopped (and
+        disconnected) on the way out."""
         async with anyio.create_task_group() as tg:
             await tg.start(self.venue.run, self.publish)
-            await self.connected()
+            if connect:
+                await self.connected()
             yield
             tg.cancel_scope.cancel()
 

@@ -73,7 +73,8 @@ class FixVenue(RemoteVenue):
         self._requests = 0
         self._sent: OrderedDict[int, tuple[str, str]] = OrderedDict()  # our MsgSeqNum -> (MsgType, ClOrdID)
         self._reconciling: _Reconciling | None = None
-        self.connected = False
+        self.connected = False  # logged on and reconciled: trading
+        self._logged_on = False
         self.closed: set[str] = set()  # orders whose last report has been published
         self.exec_ids: set[str] = set()  # executions published: a repeated one is not a second fill
 
@@ -124,7 +125,10 @@ class FixVenue(RemoteVenue):
                 case "logon":
                     return self._on_logon(ts)
                 case "logout":
+                    was_logged_on, self._logged_on = self._logged_on, False
                     self.connected, self._reconciling = False, None
+                    if not was_logged_on:  # a logon attempt that failed (quickfix retries every ReconnectInterval):
+                        return []  # the venue is already down, and a refusal's reason came as logout_received
                     return [VenueDisconnected(ts_event=ts, ts_init=ts, venue=self.name, reason=f"logout of {text}")]
                 case "sent":
                     self._remember(text)
@@ -156,6 +160,7 @@ class FixVenue(RemoteVenue):
     # --- session -------------------------------------------------------------------------------------
 
     def _on_logon(self, ts: int) -> list[Input]:
+        self._logged_on = True
         out: list[Input] = [self._session(ts, event="logon", detail="")]
         working = {oid: o for oid, o in self.orders().items() if o.is_open}
         if not working:
