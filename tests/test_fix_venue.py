@@ -6,7 +6,9 @@ Order state is kept by the real order state machine (core/orders.py), as the ker
 
 from __future__ import annotations
 
+import datetime
 import gc
+import itertools
 import socket
 import subprocess
 import sys
@@ -93,7 +95,7 @@ def exchange(tmp_path):
 class Harness(VenueHarness):
     """A FixVenue on its own message store, talking to the exchange on `port`."""
 
-    def __init__(self, tmp_path: Path, port: int, **venue_options) -> None:
+    def __init__(self, tmp_path: Path, port: int, max_per_second: float = 0, **venue_options) -> None:
         super().__init__()
         settings = tmp_path / "foxhunt-fix.cfg"
         settings.write_text(settings_text(
@@ -101,7 +103,7 @@ class Harness(VenueHarness):
             reset_on_logon=False, store_dir=tmp_path / "store", log_dir=tmp_path / "log",
             data_dictionary=bundled_fix44(),
         ))
-        self.engine = FixEngine(settings, "FOXHUNT", "EXCH", max_per_second=0)
+        self.engine = FixEngine(settings, "FOXHUNT", "EXCH", max_per_second=max_per_second)
         self.venue = FixVenue("FIX", self.engine, lambda: self.book.by_id, **venue_options)
 
     def submit(self, symbol: str = "EURUSD", qty: str | None = None, order_type=OrderType.MARKET, price=None,
@@ -129,6 +131,25 @@ async def test_logon_and_a_market_order_filled_with_commission(exchange, tmp_pat
     assert (fill.last_qty, fill.last_price, fill.leaves_qty) == (d("100000"), d("1.1"), 0)
     assert fill.commission == d("2.2")  # 0.2 bp of 110,000
     assert h.book.get(oid).status.value == "FILLED"
+
+
+async def test_the_message_rate_limit_spaces_orders_out_in_order_without_holding_the_loop(exchange, tmp_path):
+    port, log_dir = exchange
+    h = Harness(tmp_path, port, max_per_second=20)  # one message every 50 ms
+    async with h.running():
+        started = time.monotonic()
+        oids = [h.submit() for _ in range(6)]
+        queued_in = time.monotonic() - started
+        await h.until(lambda: all(h.of(oid, OrderFilled) for oid in oids))
+    assert queued_in < 0.05  # the loop did not wait out the limit
+    arrivals = []  # (arrival time at the exchange, ClOrdID), from its message log
+    for line in "".join(p.read_text() for p in log_dir.glob("*.messages.current.log")).splitlines():
+        if "\x0135=D\x01" in line:
+            stamp = datetime.datetime.strptime(line.split(" : ")[0][:24], "%Y%m%d-%H:%M:%S.%f")
+            arrivals.append((stamp, line.split("\x0111=")[1].split("\x01")[0]))
+    assert [oid for _, oid in arrivals] == oids
+    gaps = [(b - a).total_seconds() for (a, _), (b, _) in itertools.pairwise(arrivals)]
+    assert min(gaps) >= 0.045, gaps  # 50 ms apart, less the clock's and the wire's jitter
 
 
 async def test_replace_partial_fill_cancel_and_a_reject_with_its_reason(exchange, tmp_path):
