@@ -20,6 +20,7 @@ import anyio
 import psycopg
 
 from foxhunt import bootstrap, config
+from foxhunt.adapters import journal_pg_partitions as partitions
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.journal_pg_writer import _COPY_IN, _TYPES, WriterPolicy
 from foxhunt.adapters.journal_postgres import PostgresJournalStore
@@ -56,6 +57,13 @@ async def through_writer(dsn: str, messages: list, batch: int) -> float:
         return time.perf_counter() - started
 
 
+async def make_ranges(dsn: str, journal_id: int, last_seq: int) -> None:
+    """The partitions the bare COPY's rows go to (the writer makes its own)."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        span = WriterPolicy().partition_span
+        await partitions.create_ranges(conn, journal_id, span, 0, partitions.range_index(last_seq, span))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=300_000)
@@ -72,6 +80,7 @@ def main() -> None:
             "INSERT INTO journals (name, config, config_digest, fingerprint) VALUES (%s, '{}', 'bench', '{}')"
             " RETURNING id", (f"bench-bare-{uuid.uuid4().hex[:8]}",),
         ).fetchone()
+    anyio.run(make_ranges, dsn, journal_id, args.repeats * len(messages))
     rows = [(journal_id, i + 1, type(m).__name__, m.ts_event, m.ts_init, None, None, codec.encode(m))
             for i, m in enumerate(messages)]
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -161,7 +161,7 @@ async def open_store(cfg: Config, dsn: str) -> PostgresJournalStore:
     j = cfg.journal
     policy = WriterPolicy(
         batch_max=j.batch_max, queue_max=j.queue_max, stall_after=j.stall_after, write_timeout=j.write_timeout,
-        backoff_max=j.reconnect_backoff_max,
+        backoff_max=j.reconnect_backoff_max, partition_span=j.partition_span,
     )
     return PostgresJournalStore(dsn, policy)
 

@@ -18,6 +18,7 @@ import anyio
 import msgspec
 
 from foxhunt import bootstrap, config
+from foxhunt.adapters import journal_pg_partitions as partitions
 from foxhunt.adapters.feeds import open_feed
 from foxhunt.admin import client as admin_client
 from foxhunt.errors import ConfigError, FoxhuntError, InputError, VerificationFailed
@@ -73,6 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("journal", metavar="NAME")
     tail.add_argument("-n", type=_positive_int, default=10, dest="count", metavar="N")
     tail.add_argument("--follow", "-f", action="store_true", help="keep printing events as they are committed")
+    arc = jr.add_parser("archive", parents=[common],
+                        help="move a journal's whole old partition ranges out of the database, into checksummed files")
+    arc.add_argument("journal", metavar="NAME")
+    arc.add_argument("--through", type=_positive_int, required=True, metavar="SEQ",
+                     help="archive the ranges that end at or before this sequence number")
+    arc.add_argument("--to", required=True, metavar="DIR", help="where the files go")
+    res = jr.add_parser("restore", parents=[common], help="bring a journal's archived ranges back into the database")
+    res.add_argument("journal", metavar="NAME")
 
     adm = sub.add_parser("admin", parents=[common], help="steer a running daemon over its admin socket")
     adm.add_argument("-c", dest="line", metavar="COMMAND", help="run one command and exit, e.g. -c 'status'")
@@ -180,6 +189,17 @@ def cmd_ingest(args: argparse.Namespace, cfg: config.Config) -> int:
 
 def cmd_journal(args: argparse.Namespace, cfg: config.Config) -> int:
     dsn = bootstrap.resolve_dsn(cfg)
+    if args.action in ("archive", "restore"):
+        anyio.run(bootstrap.migrate, dsn)
+        if args.action == "archive":
+            done = partitions.archive(dsn, args.journal, args.through, Path(args.to))
+        else:
+            done = partitions.restore(dsn, args.journal)
+        for entry in done:
+            print(f"{args.action}d\t{entry.from_seq}-{entry.to_seq}\t{entry.location}\tsha256 {entry.sha256}")
+        if not done:
+            print(f"nothing to {args.action}")
+        return EXIT_OK
 
     async def go():
         store = await bootstrap.open_store(cfg, dsn)

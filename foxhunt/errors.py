@@ -29,6 +29,10 @@ class JournalNotFound(JournalError):
     """No journal has that name."""
 
 
+class JournalArchived(JournalError):
+    """The events asked for were archived out of the database (`foxhunt journal restore` brings them back)."""
+
+
 class JournalMismatch(JournalError):
     """The journal exists but what was asked of it contradicts what it holds (config digest, ...)."""
 

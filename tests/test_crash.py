@@ -59,6 +59,7 @@ def test_kill_minus_nine_at_random_moments_loses_nothing(cli_env, pg_dsn, journa
             finally:
                 daemon.kill()  # SIGKILL: no cleanup, no final flush
                 daemon.wait()
+                server_session_gone(pg_dsn, daemon.pid)
         if replayed_digest is not None:
             assert recovered_digest(log_path) == replayed_digest, f"cycle {cycle}: restart rebuilt another state"
         count, last_seq, kinds = journal_facts(pg_dsn, journal_name)
@@ -72,6 +73,17 @@ def test_kill_minus_nine_at_random_moments_loses_nothing(cli_env, pg_dsn, journa
         assert verify.returncode == 0, f"cycle {cycle}: {verify.stderr}"
         replayed_digest = json.loads(verify.stdout)["state_digest"]
     assert kinds.count("RunStarted") == KILLS
+
+
+def server_session_gone(dsn: str, pid: int) -> None:
+    """Wait for the killed writer's server session to end: a COPY it had sent whole still commits (it is its
+    own transaction), and the session holds the journal's lock until the server notices the client is gone."""
+    deadline = time.monotonic() + 30
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s",
+                           (f"foxhunt writer pid={pid} %",)).fetchone()[0]:
+            assert time.monotonic() < deadline, "the killed daemon's server session lingers"
+            time.sleep(0.02)
 
 
 def journal_facts_or_zero(dsn: str, name: str) -> int:

@@ -112,3 +112,40 @@ async def test_a_stalled_write_is_reported_and_nothing_is_lost(pg_dsn, journal_n
     assert health[-1][0] is None and health[-1][1] >= 700_000_000  # recovered, after about a second
     count, last_seq, _ = await anyio.to_thread.run_sync(journal_facts, pg_dsn, journal_name)
     assert count == last_seq == 201
+
+
+@pytest.mark.parametrize("holder_alive", [False, True])
+async def test_a_restart_waits_for_a_killed_writers_lingering_session_but_not_for_a_live_writer(
+    pg_dsn, journal_name, holder_alive
+):
+    from foxhunt.adapters.journal_pg_writer import LOCK_CLASS, _application_name
+    from foxhunt.errors import JournalLocked
+
+    store = PostgresJournalStore(pg_dsn)
+    async with store.writer(journal_name, config=b"{}", config_digest="d", fingerprint={}) as writer:
+        writer.append(quote(1, "1.1", "1.1002"))
+    holder_proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    if not holder_alive:
+        holder_proc.kill()
+        holder_proc.wait()
+    try:
+        # the session of the writer process `holder_proc` was: the server has not noticed it died yet
+        lingering = psycopg.connect(pg_dsn, autocommit=True, application_name=_application_name(holder_proc.pid))
+        jid = lingering.execute("SELECT id FROM journals WHERE name = %s", (journal_name,)).fetchone()[0]
+        lingering.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_CLASS, jid))
+        started = time.monotonic()
+        with anyio.fail_after(8):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(anyio.to_thread.run_sync, lambda: (time.sleep(1.0), lingering.close()))
+                if holder_alive:
+                    with pytest.raises(JournalLocked, match=f"foxhunt writer pid={holder_proc.pid} "):
+                        async with store.writer(journal_name, config=b"{}", config_digest="d", fingerprint={}):
+                            pass
+                    assert time.monotonic() - started < 0.9  # refused at once
+                else:
+                    async with store.writer(journal_name, config=b"{}", config_digest="d", fingerprint={}) as w:
+                        assert w.append(quote(2, "1.1", "1.1002")) == 2
+                    assert time.monotonic() - started >= 0.9  # it waited for the session to end
+    finally:
+        holder_proc.kill()
+        holder_proc.wait()

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 import anyio
 import psycopg
 
+from foxhunt.adapters import journal_pg_partitions as partitions
 from foxhunt.errors import JournalNotFound
 from foxhunt.messages import codec
 from foxhunt.ports import Record
@@ -39,13 +40,14 @@ class _PageFetcher:
         self.conn: psycopg.Connection | None = None
         self.journal_id = 0
 
-    def open(self) -> None:
+    def open(self, from_seq: int) -> None:
         self.conn = psycopg.connect(self.dsn, autocommit=True, application_name="foxhunt reader",
                                     connect_timeout=10)
         row = self.conn.execute("SELECT id FROM journals WHERE name = %s", (self.name,)).fetchone()
         if row is None:
             raise JournalNotFound(f"no journal named {self.name!r}")
         self.journal_id = row[0]
+        partitions.refuse_archived(self.name, from_seq, partitions.archives(self.conn, self.journal_id))
 
     def fetch(self, seq: int, size: int) -> list[tuple]:
         assert self.conn is not None
@@ -68,7 +70,7 @@ async def read_pages(
         return await anyio.to_thread.run_sync(worker.submit(fn, *args).result)
 
     try:
-        await run(fetcher.open)
+        await run(fetcher.open, from_seq)
         seq, remaining = from_seq, limit
         size = page_size if remaining is None else min(page_size, remaining)
         ahead = worker.submit(fetcher.fetch, seq, size) if size > 0 else None

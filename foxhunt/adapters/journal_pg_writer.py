@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ import psycopg
 import structlog
 from psycopg.types.json import Jsonb
 
+from foxhunt.adapters import journal_pg_partitions as partitions
 from foxhunt.adapters.pg import connect, unavailable, use_fast_bytea_copy
 from foxhunt.errors import JournalError, JournalLocked, JournalUnavailable
 from foxhunt.messages import codec
@@ -38,6 +40,7 @@ from foxhunt.ports import JournalWriter
 
 log = structlog.get_logger("foxhunt.journal")
 
+DEAD_HOLDER_WAIT = 10.0  # seconds a restarted writer waits for a killed predecessor's server session to end
 LOCK_CLASS = 0x4648  # "FH": first key of the two-key advisory lock; the second is the journal id
 NOTIFY_CHANNEL = "foxhunt_events"  # see migrations/0002_notify_trigger.sql
 _COLUMNS = ("journal_id", "seq", "kind", "ts_event", "ts_init", "causation", "correlation", "payload")
@@ -56,6 +59,7 @@ class WriterPolicy:
     stall_after: float = 1.0  # seconds one write may take before the journal counts as degraded
     write_timeout: float = 30.0  # seconds after which a write is abandoned and retried on a new connection
     backoff_max: float = 5.0  # longest wait between reconnection attempts
+    partition_span: int = 50_000_000  # events per partition range of a journal this writer creates
 
 
 def group_cut(rows: list[tuple], batch_max: int) -> int:
@@ -82,8 +86,10 @@ class PostgresJournalWriter(JournalWriter):
         self.on_health: HealthHook = lambda reason, outage_ns: None
         self.on_commit: CommitHook | None = None
         self.journal_id = 0
+        self._span = 1  # the journal's partition span, and the last seq its created ranges hold (open())
+        self._ranges_end = 0
         self._dsn = dsn
-        self._app = f"foxhunt writer pid={os.getpid()} host={socket.gethostname()}"[:63]
+        self._app = _application_name(os.getpid())
         self._conn: psycopg.AsyncConnection | None = None
         self._rows: list[tuple] = []
         self._next_seq = 1
@@ -146,29 +152,50 @@ class PostgresJournalWriter(JournalWriter):
         conn = self._conn
         try:
             await conn.execute(
-                "INSERT INTO journals (name, config, config_digest, fingerprint) VALUES (%s, %s::jsonb, %s, %s)"
-                " ON CONFLICT (name) DO NOTHING",
-                (self.name, config.decode(), config_digest, Jsonb(fingerprint)),
+                "INSERT INTO journals (name, config, config_digest, fingerprint, partition_span)"
+                " VALUES (%s, %s::jsonb, %s, %s, %s) ON CONFLICT (name) DO NOTHING",
+                (self.name, config.decode(), config_digest, Jsonb(fingerprint), self.policy.partition_span),
             )
             # the journal keeps the configuration of its first run (what replay builds its kernel from); what
             # later runs may change, and how, is the runtime's business (runtime/live.py)
-            cur = await conn.execute("SELECT id FROM journals WHERE name = %s", (self.name,))
-            (self.journal_id,) = await cur.fetchone()
+            cur = await conn.execute("SELECT id, partition_span FROM journals WHERE name = %s", (self.name,))
+            self.journal_id, self._span = await cur.fetchone()
             last_seq = await self._lock(conn)
+            await self._make_ranges(last_seq + 1)
         except psycopg.Error as e:
             raise unavailable(e, self._dsn, f"opening journal {self.name!r}") from e
         self._next_seq = last_seq + 1
         self._committed = last_seq
 
     async def _lock(self, conn: psycopg.AsyncConnection) -> int:
-        """Take the journal's advisory lock on this session; return the journal's last sequence number."""
-        cur = await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, self.journal_id))
-        (locked,) = await cur.fetchone()
-        if not locked:
-            raise JournalLocked(f"journal {self.name!r} is held by another writer: {await _holder(conn, self.journal_id)}")
+        """Take the journal's advisory lock on this session; return the journal's last sequence number.
+        A holder that is a dead process of this host (a writer killed a moment ago, whose server session
+        lives on until the server notices, finishing a COPY it had received whole) is waited for, up to
+        DEAD_HOLDER_WAIT seconds; any other holder is refused at once."""
+        deadline = time.monotonic() + DEAD_HOLDER_WAIT
+        while True:
+            cur = await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, self.journal_id))
+            (locked,) = await cur.fetchone()
+            if locked:
+                break
+            holder = await _holder(conn, self.journal_id)
+            if not (_dead_local_writer(holder) and time.monotonic() < deadline):
+                raise JournalLocked(f"journal {self.name!r} is held by another writer: {holder}")
+            await anyio.sleep(0.05)
         cur = await conn.execute("SELECT coalesce(max(seq), 0) FROM events WHERE journal_id = %s", (self.journal_id,))
         (last_seq,) = await cur.fetchone()
-        return last_seq
+        return max(last_seq, await partitions.archived_through(conn, self.journal_id))  # all archived: go on after
+
+    async def _make_ranges(self, seq: int) -> None:
+        """Create the partition ranges up to the one after `seq`'s: appends never wait for DDL, except
+        a batch that outruns them (docs/journal.md)."""
+        assert self._conn is not None
+        first = partitions.range_index(seq, self._span)
+        if self._ranges_end:  # and any between the last one made and this one
+            first = min(first, partitions.range_index(self._ranges_end + 1, self._span))
+        upto = partitions.range_index(seq, self._span) + 1
+        await partitions.create_ranges(self._conn, self.journal_id, self._span, first, upto)
+        self._ranges_end = (upto + 1) * self._span
 
     async def close(self) -> None:
         if self._conn is not None:
@@ -194,6 +221,8 @@ class PostgresJournalWriter(JournalWriter):
                 self.backlogged = len(self._rows) >= self.policy.batch_max
                 await self._commit(batch)
                 self._committed = batch[-1][_SEQ]
+                if self._committed + self._span // 5 >= self._ranges_end:  # within a fifth of the last range's end
+                    await self._commit_ranges(self._committed + self._span // 5)
                 woken, self._committed_event = self._committed_event, anyio.Event()
                 woken.set()
         except BaseException as e:
@@ -241,12 +270,27 @@ class PostgresJournalWriter(JournalWriter):
             log.warning("journal_recovered", journal=self.name, outage_s=round(outage, 3))
             self.on_health(None, int(outage * 1e9))
 
+    async def _commit_ranges(self, seq: int) -> None:
+        """Create the ranges ahead like a batch is written: retried through an outage."""
+        while True:
+            try:
+                with anyio.fail_after(self.policy.write_timeout):
+                    if self._conn is None:
+                        raise psycopg.OperationalError("not connected")
+                    await self._make_ranges(seq)
+                return
+            except (psycopg.Error, TimeoutError) as e:
+                self._degraded(_first_line(e))
+            await self._reconnect(0.05)
+
     async def _write(self, batch: list[tuple]) -> None:
         self._write_started = time.monotonic()
         try:
             with anyio.fail_after(self.policy.write_timeout):
                 if self._conn is None:
                     raise psycopg.OperationalError("not connected")
+                if batch[-1][_SEQ] > self._ranges_end:  # a batch larger than a fifth of the span
+                    await self._make_ranges(batch[-1][_SEQ])
                 async with self._conn.cursor() as cur, cur.copy(_COPY_IN) as copy:  # committed when it ends
                     copy.set_types(_TYPES)
                     for row in batch:
@@ -296,6 +340,25 @@ async def _holder(conn: psycopg.AsyncConnection, journal_id: int) -> str:
         return "a session that has since gone"
     pid, app, started = row
     return f"{app or 'unknown application'} (server pid {pid}, connected since {started:%Y-%m-%d %H:%M:%S %Z})"
+
+
+def _application_name(pid: int) -> str:
+    """What a writer calls its server session (PostgreSQL keeps 63 bytes of it)."""
+    return f"foxhunt writer pid={pid} host={socket.gethostname()}"[:63]
+
+
+def _dead_local_writer(holder: str) -> bool:
+    """Whether a holder described by _holder is a foxhunt writer of this host whose process is gone."""
+    match = re.match(r"foxhunt writer pid=(\d+) ", holder)
+    if match is None or holder.split(" (server pid")[0] != _application_name(int(match.group(1))):
+        return False  # not a writer, or another host's
+    try:
+        os.kill(int(match.group(1)), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
 
 
 def _first_line(e: BaseException) -> str:

@@ -15,6 +15,7 @@ import psycopg
 import structlog
 from psycopg import sql
 
+from foxhunt.adapters import journal_pg_partitions as partitions
 from foxhunt.adapters.journal_pg_reader import PAGE_QUERY, read_pages, to_records
 from foxhunt.adapters.journal_pg_writer import NOTIFY_CHANNEL, PostgresJournalWriter, WriterPolicy
 from foxhunt.adapters.pg import connect, unavailable
@@ -53,7 +54,8 @@ class PostgresJournalStore(JournalStore):
 
     _INFO = (
         "SELECT j.name, j.id, to_char(j.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
-        " j.config_digest, coalesce((SELECT max(seq) FROM events e WHERE e.journal_id = j.id), 0) FROM journals j"
+        " j.config_digest, greatest((SELECT coalesce(max(seq), 0) FROM events e WHERE e.journal_id = j.id),"
+        " (SELECT coalesce(max(to_seq), 0) FROM journal_archives a WHERE a.journal_id = j.id)) FROM journals j"
     )
 
     async def info(self, name: str) -> JournalInfo:
@@ -106,6 +108,7 @@ class PostgresJournalStore(JournalStore):
                 conn = await connect(self.dsn, autocommit=True, application_name="foxhunt tail")
                 async with conn:
                     journal_id = await self._journal_id(conn, name)
+                    await partitions.refuse_archived_async(conn, name, journal_id, seq)
                     await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(NOTIFY_CHANNEL)))
                     delay = 0.05
                     while True:

@@ -1,0 +1,127 @@
+"""Partitioned journals (migrations/0003): ranges made ahead of the writer, reads that touch only the ranges
+they need, and whole old ranges archived to checksummed files and restored, against a real PostgreSQL."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from contextlib import aclosing
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from foxhunt.adapters import journal_pg_partitions as partitions
+from foxhunt.adapters.journal_pg_writer import WriterPolicy
+from foxhunt.adapters.journal_postgres import PostgresJournalStore
+from foxhunt.errors import JournalArchived, JournalError
+from tests.fakes import quote
+
+pytestmark = pytest.mark.postgres
+
+META = dict(config=b"{}", config_digest="d", fingerprint={})
+SPAN = 100
+
+
+async def write(store: PostgresJournalStore, name: str, n: int, start_ts: int = 1) -> list[int]:
+    async with store.writer(name, **META) as writer:
+        seqs = []
+        for i in range(n):
+            if writer.backlogged:
+                await writer.relieve()
+            seqs.append(writer.append(quote(start_ts + i, "1.1", "1.1002")))
+        await writer.flush()
+    return seqs
+
+
+async def read(store: PostgresJournalStore, name: str, from_seq: int = 1) -> list:
+    async with aclosing(store.read(name, from_seq)) as pages:
+        return [record async for page in pages for record in page]
+
+
+def ranges(dsn: str, name: str) -> list[str]:
+    with psycopg.connect(dsn) as conn:
+        (journal_id,) = conn.execute("SELECT id FROM journals WHERE name = %s", (name,)).fetchone()
+        rows = conn.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+            " WHERE i.inhparent = %s::regclass ORDER BY c.relname", (f"events_j{journal_id}",)
+        ).fetchall()
+    return sorted((r[0] for r in rows), key=lambda t: int(t.rsplit("_r", 1)[1]))
+
+
+async def test_ranges_are_made_ahead_of_the_writer_and_reads_touch_only_what_they_need(pg_dsn, journal_name):
+    store = PostgresJournalStore(pg_dsn, WriterPolicy(batch_max=30, queue_max=60, partition_span=SPAN), page_size=40)
+    assert await write(store, journal_name, 350) == list(range(1, 351))
+    made = ranges(pg_dsn, journal_name)
+    assert made[:4] == [f"{made[0].rsplit('_r', 1)[0]}_r{k}" for k in range(4)]
+    assert len(made) == 5  # 301-350 in r3, and r4 made ahead: 350 is within a fifth of r3's end
+    assert [r.seq for r in await read(store, journal_name)] == list(range(1, 351))
+    with psycopg.connect(pg_dsn) as conn:
+        (journal_id,) = conn.execute("SELECT id FROM journals WHERE name = %s", (journal_name,)).fetchone()
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN SELECT seq, causation, payload FROM events WHERE journal_id = %s AND seq >= 150"
+            " AND seq < 190 ORDER BY seq", (journal_id,)))
+    assert f"events_j{journal_id}_r1" in plan and "_r0" not in plan and "_r2" not in plan, plan
+
+
+async def test_a_batch_larger_than_the_span_gets_every_range_it_needs(pg_dsn, journal_name):
+    store = PostgresJournalStore(pg_dsn, WriterPolicy(batch_max=1000, queue_max=2000, partition_span=10))
+    assert await write(store, journal_name, 555) == list(range(1, 556))
+    assert len(ranges(pg_dsn, journal_name)) >= 56
+    assert [r.seq for r in await read(store, journal_name)] == list(range(1, 556))
+
+
+async def test_old_ranges_are_archived_to_checksummed_files_and_restored(pg_dsn, journal_name, tmp_path):
+    store = PostgresJournalStore(pg_dsn, WriterPolicy(batch_max=30, queue_max=60, partition_span=SPAN), page_size=40)
+    await write(store, journal_name, 350)
+    before = await read(store, journal_name)
+
+    done = partitions.archive(pg_dsn, journal_name, 250, tmp_path / "archive")
+    assert [(a.from_seq, a.to_seq) for a in done] == [(1, 100), (101, 200)]  # 201-300 ends after 250: kept
+    for a in done:
+        assert hashlib.sha256(Path(a.location).read_bytes()).hexdigest() == a.sha256
+    assert len(ranges(pg_dsn, journal_name)) == 3
+
+    with pytest.raises(JournalArchived, match=r"events 1 to 200 are archived .*foxhunt journal restore"):
+        await read(store, journal_name)
+    assert [r.seq for r in await read(store, journal_name, 201)] == list(range(201, 351))
+    assert (await store.info(journal_name)).last_seq == 350
+    assert await write(store, journal_name, 10, start_ts=1000) == list(range(351, 361))  # the writer goes on
+    assert partitions.archive(pg_dsn, journal_name, 250, tmp_path / "archive") == []  # nothing more to do
+
+    files = [Path(a.location) for a in done]
+    good = files[1].read_bytes()
+    files[1].write_bytes(good[:-10] + b"\x00" * 10)  # the second file damaged on disk
+    with pytest.raises(JournalError, match="does not match its recorded SHA-256"):
+        partitions.restore(pg_dsn, journal_name)
+    with pytest.raises(JournalArchived, match="events 101 to 200"):  # the first came back, the second did not
+        await read(store, journal_name)
+    files[1].write_bytes(good)
+    assert [(a.from_seq, a.to_seq) for a in partitions.restore(pg_dsn, journal_name)] == [(101, 200)]
+    after = await read(store, journal_name)
+    assert [r.seq for r in after] == list(range(1, 361))
+    assert [(r.seq, r.causation, r.payload) for r in after[:350]] == [(r.seq, r.causation, r.payload) for r in before]
+
+
+def test_archive_and_restore_from_the_command_line_and_replay_in_between(cli_env, journal_name, tmp_path):
+    env = {**cli_env, "FOXHUNT_JOURNAL__PARTITION_SPAN": "500"}
+
+    def foxhunt(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "foxhunt", *args], env=env, capture_output=True, text=True,
+                              timeout=300)
+
+    run = foxhunt("run", "--journal", journal_name, "--feed", "synthetic:seed=3,n=2000", "--clock", "feed")
+    assert run.returncode == 0, run.stderr
+    archived = foxhunt("journal", "archive", journal_name, "--through", "1000", "--to", str(tmp_path))
+    assert archived.returncode == 0, archived.stderr
+    assert [line.split("\t")[1] for line in archived.stdout.splitlines()] == ["1-500", "501-1000"]
+    replay = foxhunt("replay", journal_name, "--verify")
+    assert replay.returncode == 2 and "events 1 to 1000 are archived" in replay.stderr, replay.stderr
+    bad = foxhunt("journal", "archive", journal_name, "--through", "x", "--to", str(tmp_path))
+    assert bad.returncode == 2 and "--through" in bad.stderr
+    restored = foxhunt("journal", "restore", journal_name)
+    assert restored.returncode == 0 and len(restored.stdout.splitlines()) == 2, restored.stderr
+    replay = foxhunt("replay", journal_name, "--verify")
+    assert replay.returncode == 0, replay.stderr
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".pgcopy", ".pgcopy"]  # kept: the operator's to delete
