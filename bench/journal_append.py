@@ -93,6 +93,8 @@ def main() -> None:
     print(f"{n} events per run, batches of {args.batch}, {args.repeats} repeats, medians:")
     print(f"  bare psycopg binary COPY   {bare_rate:12,.0f} rows/s")
     print(f"  foxhunt journal writer     {writer_rate:12,.0f} events/s  ({writer_rate / bare_rate:.0%} of bare COPY)")
+    print("  writer / bare, run by run (each pair back to back):",
+          ", ".join(f"{b / w:.0%}" for b, w in zip(bare, writer, strict=True)))
     growth = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
     print(f"  peak RSS growth during the runs: {growth:.0f} MiB (the rows and messages themselves are held before)")
 
