@@ -87,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     adm.add_argument("-c", dest="line", metavar="COMMAND", help="run one command and exit, e.g. -c 'status'")
     adm.add_argument("--socket", metavar="PATH", help="the admin socket (default: [admin] socket)")
     adm.add_argument("--json", action="store_true", help="print each answer as one JSON object")
+    risk = sub.add_parser("risk", help="the running daemon's risk engine (its admin socket's `risk` query)")
+    risk.add_argument("action", choices=["show"])
+    risk.add_argument("--socket", metavar="PATH", help="the admin socket (default: [admin] socket)")
+    risk.add_argument("--json", action="store_true", help="print the answer as one JSON object")
+    risk.add_argument("--config", metavar="FILE")
+    risk.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
 
     db = sub.add_parser("db", help="the embedded PostgreSQL and the schema")
     db.add_argument("action", choices=["start", "stop", "status", "migrate", "dsn"])
@@ -102,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = config.load(args.config)
         bootstrap.configure_numba(cfg)
         handlers = {"run": cmd_run, "replay": cmd_replay, "ingest": cmd_ingest, "journal": cmd_journal, "db": cmd_db,
-                    "admin": cmd_admin}
+                    "admin": cmd_admin, "risk": cmd_risk}
         handler: Callable = handlers[args.command]
         return handler(args, cfg)
     except BrokenPipeError:
@@ -229,6 +235,12 @@ def cmd_admin(args: argparse.Namespace, cfg: config.Config) -> int:
     if args.line is not None:
         return admin_client.run_one(path, args.line, args.json)
     return admin_client.repl(path, args.json)
+
+
+def cmd_risk(args: argparse.Namespace, cfg: config.Config) -> int:
+    """`risk show`: limits, usage, breakers and trading state; `foxhunt admin -c 'limit set ...'` changes them."""
+    path = Path(args.socket) if args.socket else bootstrap.admin_socket(cfg)
+    return admin_client.run_one(path, "risk", args.json)
 
 
 def cmd_db(args: argparse.Namespace, cfg: config.Config) -> int:

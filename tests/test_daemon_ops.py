@@ -158,6 +158,10 @@ def test_the_daemon_under_systemd_and_an_operator(cli_env, pg_dsn, journal_name,
                              env=cli_env, capture_output=True, text=True, timeout=60)
         assert cli.returncode == 0, cli.stderr
         assert json.loads(cli.stdout)["result"]["derived"][0]["kind"] == "StrategyStateChanged"
+        risk = subprocess.run([sys.executable, "-m", "foxhunt", "risk", "show", "--config", str(place / "foxhunt.toml"),
+                               "--json"], env=cli_env, capture_output=True, text=True, timeout=60)
+        assert risk.returncode == 0, risk.stderr
+        assert {"trading_state", "limits", "usage", "breakers"} <= set(json.loads(risk.stdout)["result"]), risk.stdout
         bad = subprocess.run([sys.executable, "-m", "foxhunt", "admin", "--config", str(place / "foxhunt.toml"),
                               "-c", "halt"], env=cli_env, capture_output=True, text=True, timeout=60)
         assert bad.returncode == 2 and "needs --reason" in bad.stderr

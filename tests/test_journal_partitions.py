@@ -113,6 +113,10 @@ def test_archive_and_restore_from_the_command_line_and_replay_in_between(cli_env
 
     run = foxhunt("run", "--journal", journal_name, "--feed", "synthetic:seed=3,n=2000", "--clock", "feed")
     assert run.returncode == 0, run.stderr
+    (tmp_path / "a-file").write_text("")
+    nowhere = foxhunt("journal", "archive", journal_name, "--through", "1000", "--to", str(tmp_path / "a-file" / "x"))
+    assert nowhere.returncode == 2 and f"archiving journal '{journal_name}' into" in nowhere.stderr, nowhere.stderr
+    (tmp_path / "a-file").unlink()
     archived = foxhunt("journal", "archive", journal_name, "--through", "1000", "--to", str(tmp_path))
     assert archived.returncode == 0, archived.stderr
     assert [line.split("\t")[1] for line in archived.stdout.splitlines()] == ["1-500", "501-1000"]

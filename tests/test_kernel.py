@@ -10,6 +10,7 @@ from foxhunt.core.kernel import Kernel, KernelError
 from foxhunt.core.operator import OperatorError
 from foxhunt.messages import codec
 from foxhunt.messages.base import parse_fixed as d
+from foxhunt.messages.market import QuoteTick
 from foxhunt.messages.orders import (
     OrderAccepted,
     OrderDenied,
@@ -19,7 +20,6 @@ from foxhunt.messages.orders import (
     Side,
     SubmitOrder,
 )
-from foxhunt.messages.market import QuoteTick
 from foxhunt.messages.system import AdminCommand, MarketDataFlagged, PositionChanged, TradingState, TradingStateChanged
 from tests.fakes import kernel, quote
 

@@ -10,8 +10,8 @@ from foxhunt.core.orders import (
     TRANSITIONS,
     InvalidTransition,
     Order,
-    OrderStatus,
     Orders,
+    OrderStatus,
     next_status,
 )
 from foxhunt.messages.orders import (

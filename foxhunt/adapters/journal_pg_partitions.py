@@ -113,11 +113,13 @@ def archive(dsn: str, name: str, through_seq: int, directory: Path) -> list[Arch
     """Archive every whole range of journal `name` that ends at or before `through_seq` and that the
     journal has filled (never the range it is writing); return what was archived. Safe while a writer runs:
     a filled range is never written again (detaching one holds the writer up for milliseconds)."""
-    directory.mkdir(parents=True, exist_ok=True)
     try:
+        directory.mkdir(parents=True, exist_ok=True)
         return _archive(dsn, name, through_seq, directory)
     except psycopg.Error as e:
         raise unavailable(e, dsn, f"archiving journal {name!r}") from e
+    except OSError as e:  # nothing was dropped: a range goes only once its file is written and synced
+        raise JournalError(f"archiving journal {name!r} into {directory}: {e}") from None
 
 
 def _archive(dsn: str, name: str, through_seq: int, directory: Path) -> list[Archive]:

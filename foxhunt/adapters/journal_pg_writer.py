@@ -86,8 +86,8 @@ class PostgresJournalWriter(JournalWriter):
         self.on_health: HealthHook = lambda reason, outage_ns: None
         self.on_commit: CommitHook | None = None
         self.journal_id = 0
-        self._span = 1  # the journal's partition span, and the last seq its created ranges hold (open())
-        self._ranges_end = 0
+        self._span = 1  # the journal's partition span (open() reads it)
+        self._ranges_end = 0  # the last seq the partition ranges made so far can hold
         self._dsn = dsn
         self._app = _application_name(os.getpid())
         self._conn: psycopg.AsyncConnection | None = None
@@ -170,8 +170,9 @@ class PostgresJournalWriter(JournalWriter):
     async def _lock(self, conn: psycopg.AsyncConnection) -> int:
         """Take the journal's advisory lock on this session; return the journal's last sequence number.
         A holder that is a dead process of this host (a writer killed a moment ago, whose server session
-        lives on until the server notices, finishing a COPY it had received whole) is waited for, up to
-        DEAD_HOLDER_WAIT seconds; any other holder is refused at once."""
+        lives on until the server notices, finishing a COPY it had received whole), or this process's own
+        session that a reconnection left behind, is waited for, up to DEAD_HOLDER_WAIT seconds; any other
+        holder is refused at once."""
         deadline = time.monotonic() + DEAD_HOLDER_WAIT
         while True:
             cur = await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, self.journal_id))
@@ -179,8 +180,9 @@ class PostgresJournalWriter(JournalWriter):
             if locked:
                 break
             holder = await _holder(conn, self.journal_id)
-            if not (_dead_local_writer(holder) and time.monotonic() < deadline):
-                raise JournalLocked(f"journal {self.name!r} is held by another writer: {holder}")
+            waiting = holder is None or _dead_local_writer(holder)  # None: it let go meanwhile, try again
+            if not (waiting and time.monotonic() < deadline):
+                raise JournalLocked(f"journal {self.name!r} is held by another writer: {holder or 'gone meanwhile'}")
             await anyio.sleep(0.05)
         cur = await conn.execute("SELECT coalesce(max(seq), 0) FROM events WHERE journal_id = %s", (self.journal_id,))
         (last_seq,) = await cur.fetchone()
@@ -329,7 +331,7 @@ class PostgresJournalWriter(JournalWriter):
         self.on_health(reason, 0)
 
 
-async def _holder(conn: psycopg.AsyncConnection, journal_id: int) -> str:
+async def _holder(conn: psycopg.AsyncConnection, journal_id: int) -> str | None:
     cur = await conn.execute(
         "SELECT a.pid, a.application_name, a.backend_start FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
         " WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s",
@@ -337,7 +339,7 @@ async def _holder(conn: psycopg.AsyncConnection, journal_id: int) -> str:
     )
     row = await cur.fetchone()
     if row is None:
-        return "a session that has since gone"
+        return None  # the session let go of the lock since
     pid, app, started = row
     return f"{app or 'unknown application'} (server pid {pid}, connected since {started:%Y-%m-%d %H:%M:%S %Z})"
 
@@ -348,10 +350,13 @@ def _application_name(pid: int) -> str:
 
 
 def _dead_local_writer(holder: str) -> bool:
-    """Whether a holder described by _holder is a foxhunt writer of this host whose process is gone."""
+    """Whether a holder described by _holder is a foxhunt writer of this host whose process is gone, or
+    this process's own earlier session (one a reconnection left behind)."""
     match = re.match(r"foxhunt writer pid=(\d+) ", holder)
     if match is None or holder.split(" (server pid")[0] != _application_name(int(match.group(1))):
         return False  # not a writer, or another host's
+    if int(match.group(1)) == os.getpid():
+        return True
     try:
         os.kill(int(match.group(1)), 0)
     except ProcessLookupError:
