@@ -126,3 +126,15 @@ def test_refusals_of_our_messages_by_the_session_layer():
     assert text == "value is incorrect (out of range) (373=5): Value is incorrect, tag 38"
     assert isinstance(parsing.refused("D", "a", "EURUSD", text, TS), OrderRejected)
     assert isinstance(parsing.refused("F", "a", "EURUSD", text, TS), OrderCancelRejected)
+
+
+def test_messages_are_built_from_text_with_length_and_checksum_computed_and_no_delimiter_smuggled_in():
+    from foxhunt.adapters.fix.session import _build
+
+    message = _build("D", [(11, "ema-7-1"), (55, "EURUSD"), (54, "1"), (38, "100000"), (40, "1")])
+    text = message.toString()
+    body = text[text.index("35=") : text.index("\x0110=") + 1]
+    assert text.startswith(f"8=FIX.4.4\x019={len(body)}\x01")
+    assert text.endswith(f"10={sum(text[: text.index('10=')].encode()) % 256:03d}\x01")
+    with pytest.raises(ValueError, match="delimiter"):
+        _build("D", [(1, "ACC\x0154=2")])  # an account that would add a second Side

