@@ -9,7 +9,7 @@ answers it, so a batch costs two round trips, not three with a COMMIT of its own
 
 Nothing is dropped. When a write fails, the batch stays in hand and the writer reports the journal
 degraded (the runtime halts trading), reconnects with capped exponential backoff, takes the lock again,
-asks the database how far the journal got (a COMMIT whose acknowledgement was lost did commit), and writes
+asks the database how far the journal got (a COPY whose acknowledgement was lost did commit), and writes
 whatever is missing. A write that takes longer than `stall_after` is reported the same way while the
 writer keeps waiting; one longer than `write_timeout` is abandoned and retried on a new connection.
 Meanwhile events queue in memory up to `queue_max`, and then the trading loop waits (back-pressure).
@@ -54,7 +54,7 @@ CommitHook = Callable[[list[str], float], None]  # (kinds of the committed event
 
 @dataclass(frozen=True)
 class WriterPolicy:
-    batch_max: int = 10_000  # most rows in one COPY and COMMIT
+    batch_max: int = 10_000  # most rows in one COPY (one transaction)
     queue_max: int = 100_000  # most rows waiting in memory before the trading loop must wait
     stall_after: float = 1.0  # seconds one write may take before the journal counts as degraded
     write_timeout: float = 30.0  # seconds after which a write is abandoned and retried on a new connection
@@ -260,7 +260,7 @@ class PostgresJournalWriter(JournalWriter):
             committed = await self._reconnect(delay)
             delay = min(delay * 2, self.policy.backoff_max)
             if committed >= batch[-1][_SEQ]:
-                break  # the COMMIT went through; only its acknowledgement was lost
+                break  # the COPY committed; only its acknowledgement was lost
             if committed != batch[0][_SEQ] - 1:
                 raise JournalError(
                     f"journal {self.name!r} ends at seq {committed} but this writer had committed up to"
