@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
+import time
 from contextlib import aclosing
 from pathlib import Path
 
@@ -129,3 +130,39 @@ def test_archive_and_restore_from_the_command_line_and_replay_in_between(cli_env
     replay = foxhunt("replay", journal_name, "--verify")
     assert replay.returncode == 0, replay.stderr
     assert sorted(p.suffix for p in tmp_path.iterdir()) == [".pgcopy", ".pgcopy"]  # kept: the operator's to delete
+
+
+def test_archiving_while_the_daemon_writes_loses_nothing(cli_env, pg_dsn, journal_name, tmp_path):
+    env = {**cli_env, "FOXHUNT_JOURNAL__PARTITION_SPAN": "500"}
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "foxhunt", "run", "--journal", journal_name, "--feed", "synthetic:seed=4,n=12000,rate=3000"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while last_seq(pg_dsn, journal_name) < 1600:
+            assert daemon.poll() is None and time.monotonic() < deadline, daemon.stderr.read() if daemon.poll() else "slow"
+            time.sleep(0.05)
+        done = partitions.archive(pg_dsn, journal_name, 1500, tmp_path)  # the daemon goes on writing meanwhile
+        assert [(a.from_seq, a.to_seq) for a in done] == [(1, 500), (501, 1000), (1001, 1500)]
+        assert daemon.wait(timeout=60) == 0, daemon.stderr.read()
+    finally:
+        daemon.kill()
+        daemon.wait()
+    assert last_seq(pg_dsn, journal_name) > 12000
+    partitions.restore(pg_dsn, journal_name)
+    with psycopg.connect(pg_dsn) as conn:
+        seqs = [r[0] for r in conn.execute(
+            "SELECT e.seq FROM events e JOIN journals j ON j.id = e.journal_id WHERE j.name = %s ORDER BY e.seq",
+            (journal_name,))]
+    assert seqs == list(range(1, len(seqs) + 1))  # gap-free across the archive and the restore
+    verify = subprocess.run([sys.executable, "-m", "foxhunt", "replay", journal_name, "--verify"], env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert verify.returncode == 0, verify.stderr
+
+
+def last_seq(dsn: str, name: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT max(e.seq) FROM events e JOIN journals j ON j.id = e.journal_id WHERE j.name = %s",
+                           (name,)).fetchone()
+    return row[0] or 0
