@@ -1,8 +1,9 @@
 """The FIX venue as the trading loop sees it: commands out, reports back in as journal inputs.
 
-Everything here runs on the event loop. `send` translates a command and queues it for the engine's sender
-thread; it returns no reports, because a real venue answers later: `run` turns what the engine delivered
-into inputs and publishes them to the bus, where they are journaled and handled like any other input.
+Everything here runs on the event loop. `send` translates a command and hands it to the engine, which
+sends it at once or, held back by the message rate limit, from its sender thread; it returns no
+reports, because a real venue answers later: `run` turns what the engine delivered into inputs and
+publishes them to the bus, where they are journaled and handled like any other input.
 
 Session events are inputs too: a logon, a logout or a lost connection, sequence resets, resend requests
 and session-level rejects. After a disconnect the kernel holds new orders for the venue (it is down);
