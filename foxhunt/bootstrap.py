@@ -6,9 +6,11 @@ import os
 import platform
 from pathlib import Path
 
+import anyio
 import msgspec
 
 import foxhunt
+from foxhunt.adapters import journal_pg_partitions as partitions
 from foxhunt.adapters.journal_pg_writer import WriterPolicy
 from foxhunt.adapters.journal_postgres import PostgresJournalStore
 from foxhunt.adapters.pg import migrate
@@ -154,6 +156,20 @@ def embedded_cluster(cfg: Config) -> EmbeddedCluster:
 def resolve_dsn(cfg: Config) -> str:
     """The configured DSN, or the embedded cluster's, started on demand."""
     return cfg.journal.dsn or embedded_cluster(cfg).start()
+
+
+def archive_journal(cfg: Config, name: str, through_seq: int, directory: Path) -> list[partitions.Archive]:
+    """`foxhunt journal archive`: the journal's whole old ranges out of the database (docs/journal.md)."""
+    dsn = resolve_dsn(cfg)
+    anyio.run(migrate, dsn)
+    return partitions.archive(dsn, name, through_seq, directory)
+
+
+def restore_journal(cfg: Config, name: str) -> list[partitions.Archive]:
+    """`foxhunt journal restore`: the journal's archived ranges back into the database."""
+    dsn = resolve_dsn(cfg)
+    anyio.run(migrate, dsn)
+    return partitions.restore(dsn, name)
 
 
 async def open_store(cfg: Config, dsn: str) -> PostgresJournalStore:

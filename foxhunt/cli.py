@@ -18,7 +18,6 @@ import anyio
 import msgspec
 
 from foxhunt import bootstrap, config
-from foxhunt.adapters import journal_pg_partitions as partitions
 from foxhunt.adapters.feeds import open_feed
 from foxhunt.admin import client as admin_client
 from foxhunt.errors import ConfigError, FoxhuntError, InputError, VerificationFailed
@@ -194,18 +193,17 @@ def cmd_ingest(args: argparse.Namespace, cfg: config.Config) -> int:
 
 
 def cmd_journal(args: argparse.Namespace, cfg: config.Config) -> int:
-    dsn = bootstrap.resolve_dsn(cfg)
     if args.action in ("archive", "restore"):
-        anyio.run(bootstrap.migrate, dsn)
         if args.action == "archive":
-            done = partitions.archive(dsn, args.journal, args.through, Path(args.to))
+            done = bootstrap.archive_journal(cfg, args.journal, args.through, Path(args.to))
         else:
-            done = partitions.restore(dsn, args.journal)
+            done = bootstrap.restore_journal(cfg, args.journal)
         for entry in done:
             print(f"{args.action}d\t{entry.from_seq}-{entry.to_seq}\t{entry.location}\tsha256 {entry.sha256}")
         if not done:
             print(f"nothing to {args.action}")
         return EXIT_OK
+    dsn = bootstrap.resolve_dsn(cfg)
 
     async def go():
         store = await bootstrap.open_store(cfg, dsn)
