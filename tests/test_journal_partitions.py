@@ -7,11 +7,14 @@ import hashlib
 import subprocess
 import sys
 import time
+import uuid
 from contextlib import aclosing
 from pathlib import Path
 
 import psycopg
+import psycopg.conninfo
 import pytest
+from psycopg import sql
 
 from foxhunt.adapters import journal_pg_partitions as partitions
 from foxhunt.adapters.journal_pg_writer import WriterPolicy
@@ -166,3 +169,40 @@ def last_seq(dsn: str, name: str) -> int:
         row = conn.execute("SELECT max(e.seq) FROM events e JOIN journals j ON j.id = e.journal_id WHERE j.name = %s",
                            (name,)).fetchone()
     return row[0] or 0
+
+
+async def test_the_partitioning_migration_moves_an_existing_journal_intact(pg_dsn):
+    """A database at migration 0002 with events in it, as a deployment had before 0003, migrated."""
+    from foxhunt.adapters.pg import migrate, migration_files
+
+    name = f"premig_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    dsn = psycopg.conninfo.make_conninfo(pg_dsn, dbname=name)
+    try:
+        with psycopg.connect(dsn) as conn:
+            conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
+                         " applied_at timestamptz NOT NULL DEFAULT now())")
+            for version, path in migration_files()[:2]:
+                conn.execute(path.read_text())
+                conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, path.name))
+            ids = [conn.execute("INSERT INTO journals (name, config, config_digest, fingerprint) VALUES"
+                                " (%s, '{}', 'd', '{}') RETURNING id", (j,)).fetchone()[0] for j in ("a", "b")]
+            rows = [(jid, seq, "QuoteTick", seq, seq, None, None, bytes([seq % 256]) * 10)
+                    for jid, n in zip(ids, (1500, 7), strict=True) for seq in range(1, n + 1)]
+            with conn.cursor().copy("COPY events FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        assert await migrate(dsn) == ["0003_partitions.sql"]
+        with psycopg.connect(dsn) as conn:
+            after = conn.execute("SELECT * FROM events ORDER BY journal_id, seq").fetchall()
+            parted = conn.execute("SELECT count(*) FROM pg_partitioned_table p JOIN pg_class c ON c.oid = p.partrelid"
+                                  " WHERE c.relname = 'events'").fetchone()[0]
+            spans = conn.execute("SELECT partition_span FROM journals ORDER BY id").fetchall()
+        assert [tuple(r) for r in after] == rows
+        assert parted == 1 and spans == [(50_000_000,), (50_000_000,)]
+        store = PostgresJournalStore(dsn, WriterPolicy())
+        assert await write(store, "a", 3, start_ts=2000) == [1501, 1502, 1503]  # and the writer goes on
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
