@@ -3,9 +3,10 @@
 Every instrument's mark is sampled on one clock in event time (`var_sample_ms`), and the simple returns
 between samples fill a ring of `var_window` scenarios per instrument. The book's P&L in each scenario
 (its exposures at the last sample times each instrument's return in that scenario) is kept as one vector,
-recomputed when a sample is taken or a fill changes a position, so checking an order costs one pass over
-the window: add the order's exposure times its instrument's returns, and take the tail. VaR is the k-th
-largest loss with k = ceil(n * (1 - confidence)) exactly (see foxhunt.risk), ES the mean of the k.
+recomputed when a sample is taken or a fill changes a position, and so is the book's own VaR and ES
+(cached until then); checking an order costs one pass over the window: add the order's exposure times
+its instrument's returns, and select the tail (a partition, not a sort). VaR is the k-th largest loss
+with k = ceil(n * (1 - confidence)) exactly (see foxhunt.risk), ES the mean of the k.
 
 An order is denied when the book's VaR or ES after it would exceed its limit and the order adds to it (an
 order that lowers them always passes); and, while the window holds too few scenarios for the confidence
@@ -24,25 +25,21 @@ from foxhunt.core.jit import compiled
 
 
 def var_es_nb(scenarios, returns, instrument, delta, used, k):
-    """(VaR, ES) of the book before and after adding `delta` exposure to `instrument`, over the first
-    `used` scenarios: VaR before, ES before, VaR after, ES after."""
-    before = np.empty(used)
-    after = np.empty(used)
+    """(VaR, ES) of the book with `delta` exposure added to `instrument` (0.0: the book as it is), over
+    the first `used` scenarios. The k largest losses are selected by a partition, then summed in
+    ascending order, as a sort would have them."""
+    losses = np.empty(used)
     row = returns[instrument]
     for s in range(used):
-        before[s] = -scenarios[s]
-        after[s] = -(scenarios[s] + delta * row[s])
-    before.sort()
-    after.sort()
-    es_before = 0.0
-    es_after = 0.0
-    for i in range(used - k, used):
-        es_before += before[i]
-        es_after += after[i]
-    return before[used - k], es_before / k, after[used - k], es_after / k
+        losses[s] = -(scenarios[s] + delta * row[s])
+    tail = np.sort(np.partition(losses, used - k)[used - k :])
+    es = 0.0
+    for i in range(k):
+        es += tail[i]
+    return tail[0], es / k
 
 
-_SIGNATURE = "UniTuple(float64, 4)(float64[::1], float64[:, ::1], int64, float64, int64, int64)"
+_SIGNATURE = "UniTuple(float64, 2)(float64[::1], float64[:, ::1], int64, float64, int64, int64)"
 
 
 class BookVar:
@@ -62,6 +59,7 @@ class BookVar:
         self.next_sample = -1
         self.tail = Fraction(repr(confidence))
         self.k_by_used = [math.ceil(m * (1 - self.tail)) for m in range(window + 1)]
+        self._before: tuple[float, float] | None = None  # the book's own (VaR, ES), until it changes
 
     def on_mark(self, symbol: str, price: float, ts: int) -> None:
         if ts >= self.next_sample:
@@ -86,6 +84,7 @@ class BookVar:
 
     def _rebuild(self) -> None:
         self.scenarios = np.ascontiguousarray((self.exposure * self.sampled) @ self.returns)
+        self._before = None
 
     def check(self, symbol: str, delta_units: float) -> tuple[float, float, float, float, int] | None:
         """(VaR before, ES before, VaR after, ES after, k), or None while the window has no tail yet."""
@@ -93,5 +92,7 @@ class BookVar:
         if k < 1:
             return None
         i = self.index[symbol]
+        if self._before is None:
+            self._before = self.var_es(self.scenarios, self.returns, i, 0.0, self.used, k)
         delta = delta_units * (self.sampled[i] or self.marks[i])
-        return (*self.var_es(self.scenarios, self.returns, i, delta, self.used, k), k)
+        return (*self._before, *self.var_es(self.scenarios, self.returns, i, delta, self.used, k), k)
