@@ -66,11 +66,12 @@ async def create_ranges(conn: psycopg.AsyncConnection, journal_id: int, span: in
         await conn.execute(_create_range(journal_id, span, index))
 
 
-async def archived_through(conn: psycopg.AsyncConnection, journal_id: int) -> int:
-    """The last sequence number of the journal's archived ranges (0: none archived)."""
-    cur = await conn.execute("SELECT coalesce(max(to_seq), 0) FROM journal_archives WHERE journal_id = %s",
-                             (journal_id,))
-    return (await cur.fetchone())[0]
+# A journal's last sequence number, in the database or archived (a journal archived up to its end goes on
+# after it); one parameter, the journal id
+LAST_SEQ = (
+    "SELECT greatest((SELECT coalesce(max(seq), 0) FROM events WHERE journal_id = %(j)s),"
+    " (SELECT coalesce(max(to_seq), 0) FROM journal_archives WHERE journal_id = %(j)s))"
+)
 
 
 def refuse_archived(name: str, from_seq: int, archives: list[Archive]) -> None:
@@ -102,10 +103,7 @@ def _journal(conn: psycopg.Connection, name: str) -> tuple[int, int, int]:
     if row is None:
         raise JournalNotFound(f"no journal named {name!r}")
     journal_id, span = row
-    (last,) = conn.execute(
-        "SELECT greatest((SELECT coalesce(max(seq), 0) FROM events WHERE journal_id = %s),"
-        " (SELECT coalesce(max(to_seq), 0) FROM journal_archives WHERE journal_id = %s))", (journal_id, journal_id)
-    ).fetchone()
+    (last,) = conn.execute(LAST_SEQ, {"j": journal_id}).fetchone()
     return journal_id, span, last
 
 

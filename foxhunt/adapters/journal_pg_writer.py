@@ -184,9 +184,9 @@ class PostgresJournalWriter(JournalWriter):
             if not (waiting and time.monotonic() < deadline):
                 raise JournalLocked(f"journal {self.name!r} is held by another writer: {holder or 'gone meanwhile'}")
             await anyio.sleep(0.05)
-        cur = await conn.execute("SELECT coalesce(max(seq), 0) FROM events WHERE journal_id = %s", (self.journal_id,))
+        cur = await conn.execute(partitions.LAST_SEQ, {"j": self.journal_id})
         (last_seq,) = await cur.fetchone()
-        return max(last_seq, await partitions.archived_through(conn, self.journal_id))  # all archived: go on after
+        return last_seq
 
     async def _make_ranges(self, seq: int) -> None:
         """Create the partition ranges up to the one after `seq`'s: appends never wait for DDL, except
