@@ -7,7 +7,9 @@ Matching, per NewOrderSingle:
 - a market order is accepted and filled at once at 1.10000 (1.1 per unit in the instrument's currency);
 - a limit order is accepted and rests; above 150,000 units half of it fills at once at its limit price;
 - account (tag 1) DROP: the order is accepted, then the exchange drops the connection, fills the order
-  while foxhunt is away, and takes the next logon (to test reconciliation).
+  while foxhunt is away, and takes the next logon (to test reconciliation);
+- account SESSION_REJECT or BUSINESS_REJECT: the order is refused with a session-level Reject(3) or a
+  BusinessMessageReject(j) that names it only by our MsgSeqNum (RefSeqNum 45).
 OrderCancelRequest cancels a resting order (or answers OrderCancelReject, unknown order / too late);
 OrderCancelReplaceRequest changes quantity and price; OrderStatusRequest answers ExecType I.
 """
@@ -74,6 +76,12 @@ class Exchange(fix.Application):
     # --- matching ------------------------------------------------------------------------------------
 
     def new_order(self, f: dict[str, str]) -> None:
+        if f.get("1") == "SESSION_REJECT":
+            self.send("3", {"45": f["34"], "371": "1", "372": "D", "373": "5", "58": "account not permitted"})
+            return
+        if f.get("1") == "BUSINESS_REJECT":
+            self.send("j", {"45": f["34"], "372": "D", "380": "4", "58": "trading halted"})
+            return
         price = Decimal(f["44"]) if "44" in f else None
         o = Order(f["11"], f["55"], f["54"], Decimal(f["38"]), f["40"], price)
         if o.symbol not in SYMBOLS:

@@ -176,6 +176,25 @@ async def test_replace_partial_fill_cancel_and_a_reject_with_its_reason(exchange
     assert "too late to cancel" in h.of(resting, OrderCancelRejected)[0].reason
 
 
+async def test_session_and_business_rejects_of_an_order_reject_it_with_the_counterpartys_reason(exchange, tmp_path):
+    """Both name our message only by its MsgSeqNum: the venue finds the order through what it sent."""
+    port, _ = exchange
+    h = Harness(tmp_path, port)
+    async with h.running():
+        fine = h.submit()
+        refused_by_session = h.submit(account="SESSION_REJECT")
+        refused_by_business = h.submit(account="BUSINESS_REJECT")
+        await h.until(lambda: h.of(fine, OrderFilled) and h.of(refused_by_session, OrderRejected)
+                      and h.of(refused_by_business, OrderRejected))
+    (by_session,) = h.of(refused_by_session, OrderRejected)
+    assert by_session.reason.startswith("session reject: ") and "account not permitted" in by_session.reason
+    assert "tag 1" in by_session.reason
+    (by_business,) = h.of(refused_by_business, OrderRejected)
+    assert by_business.reason.startswith("business reject: ") and "trading halted" in by_business.reason
+    assert [e.event for e in h.events if isinstance(e, VenueSessionEvent)].count("reject") == 1
+    assert h.book.get(refused_by_session).status.value == "REJECTED"
+
+
 async def test_a_dropped_connection_is_reconciled_on_logon_without_a_duplicate_order(exchange, tmp_path):
     port, exchange_log = exchange
     h = Harness(tmp_path, port)

@@ -2,8 +2,9 @@
 
 quickfix calls `Application` methods on its own C++ thread, a message is valid only during the call, and
 a Python exception escaping a callback ends the process. So every callback copies the raw message as a
-string, hands it to the event loop through `call_soon_threadsafe`, and catches everything, logging it
-with the raw message. Sending (`Session.sendToTarget`: quickfix writes its message store, unsynced, and
+string, hands it to the event loop through `call_soon_threadsafe` (our own outgoing messages are only
+kept, for matching a session reject to its order), and catches everything, logging it with the raw
+message. Sending (`Session.sendToTarget`: quickfix writes its message store, unsynced, and
 hands the bytes to its non-blocking socket, the GIL released) happens on the event loop when the message
 rate allows it and nothing waits ahead, which costs the loop tens of microseconds and saves the order a
 thread hand-off; a message the rate limit holds back goes to a sender thread of our own that waits it out,
@@ -17,6 +18,7 @@ import asyncio
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +31,7 @@ log = structlog.get_logger("foxhunt.fix")
 
 # what the engine's thread hands over: (what happened, raw message or session text, ns it happened)
 Inbound = tuple[str, str, int]
+SENT_REMEMBERED = 100_000  # our last messages kept to match a session reject's RefSeqNum(45) to an order
 
 
 def settings_text(*, sender: str, target: str, host: str, port: int, heartbeat_s: int, reconnect_s: int,
@@ -71,9 +74,10 @@ def bundled_fix44() -> Path:
 class _Application(fix.Application):
     """Runs on quickfix's thread: copy, catch, hand off. Nothing else."""
 
-    def __init__(self, deliver: Callable[[Inbound], None]) -> None:
+    def __init__(self, deliver: Callable[[Inbound], None], sent: deque[str]) -> None:
         super().__init__()
         self.deliver = deliver
+        self.sent = sent
 
     def _hand(self, kind: str, text: str) -> None:
         try:
@@ -104,7 +108,9 @@ class _Application(fix.Application):
             # working order is reconciled at logon
             self._hand("not_resent", raw)
             raise fix.DoNotSend()  # the one exception quickfix expects from toApp
-        self._hand("sent", raw)
+        # kept, not handed to the loop: only a session reject needs it (FixEngine.sent_message), and the
+        # hand-off would wake the loop once per order while the order is on the wire
+        self.sent.append(raw)  # deque.append: atomic, whichever thread sends
 
     def fromApp(self, message, session_id) -> None:  # noqa: N802
         self._hand("app", _raw(message))
@@ -143,6 +149,7 @@ class FixEngine:
         self.session_id = fix.SessionID("FIX.4.4", sender, target)
         self.max_per_second = max_per_second
         self.inbox: list[Inbound] = []
+        self.sent: deque[str] = deque(maxlen=SENT_REMEMBERED)  # raw, oldest first
         self.arrived = asyncio.Event()
         self._outbox: queue.SimpleQueue[tuple[str, list[tuple[int, str]]] | None] = queue.SimpleQueue()
         self._initiator = None
@@ -158,7 +165,7 @@ class FixEngine:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         settings = fix.SessionSettings(str(self.settings_path))
-        self._app = _Application(self._deliver)
+        self._app = _Application(self._deliver, self.sent)
         self._initiator = fix.SocketInitiator(self._app, fix.FileStoreFactory(settings), settings,
                                               fix.FileLogFactory(settings))
         self._sender = threading.Thread(target=self._send_loop, name="fix-sender", daemon=True)
@@ -187,6 +194,14 @@ class FixEngine:
             self._transmit(msg_type, body)
         else:
             self._outbox.put((msg_type, body))
+
+    def sent_message(self, seq_num: str) -> dict[int, str] | None:
+        """The fields of our last message with this MsgSeqNum(34), if it is among the last SENT_REMEMBERED."""
+        needle = f"{parsing.SOH}{parsing.SEQ_NUM}={seq_num}{parsing.SOH}"
+        for raw in reversed(list(self.sent)):  # a copy, taken under the GIL: quickfix's thread may append
+            if needle in raw:
+                return parsing.split(raw).fields
+        return None
 
     def _deliver(self, item: Inbound) -> None:  # on quickfix's thread
         loop = self._loop

@@ -21,7 +21,6 @@ messages with a bad checksum or length before they reach us (and logs them in it
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -50,7 +49,6 @@ from foxhunt.messages.system import VenueConnected, VenueDisconnected, VenueMess
 log = structlog.get_logger("foxhunt.fix")
 
 TERMINAL = (OrderFilled, OrderCanceled, OrderRejected, OrderExpired)
-SENT_REMEMBERED = 100_000  # outgoing sequence numbers kept to match session rejects to orders
 
 
 @dataclass
@@ -72,7 +70,6 @@ class FixVenue(RemoteVenue):
         self.cancel_on_reconnect = cancel_on_reconnect
         self.cl_ord_ids: dict[str, str] = {}  # order id -> the ClOrdID the venue knows it by now
         self._requests = 0
-        self._sent: OrderedDict[int, tuple[str, str]] = OrderedDict()  # our MsgSeqNum -> (MsgType, ClOrdID)
         self._reconciling: _Reconciling | None = None
         self.connected = False  # logged on and reconciled: trading
         self._logged_on = False
@@ -106,8 +103,11 @@ class FixVenue(RemoteVenue):
         task_status.started()
         try:
             while True:
-                with anyio.move_on_after(0.5):
+                if self._reconciling is None:
                     await self.engine.arrived.wait()
+                else:  # woken at least twice a second to see the reconciliation's deadline pass
+                    with anyio.move_on_after(0.5):
+                        await self.engine.arrived.wait()
                 self.engine.arrived.clear()
                 batch, self.engine.inbox = self.engine.inbox, []
                 for item in batch:
@@ -131,9 +131,6 @@ class FixVenue(RemoteVenue):
                     if not was_logged_on:  # a logon attempt that failed (quickfix retries every ReconnectInterval):
                         return []  # the venue is already down, and a refusal's reason came as logout_received
                     return [VenueDisconnected(ts_event=ts, ts_init=ts, venue=self.name, reason=f"logout of {text}")]
-                case "sent":
-                    self._remember(text)
-                    return []
                 case "send_failed":
                     return [self._session(ts, event="send_failed", detail=text)]
                 case "not_resent":
@@ -215,23 +212,17 @@ class FixVenue(RemoteVenue):
 
     def _refused(self, f: dict[int, str], ts: int, reason: str) -> list[Input]:
         seq = f.get(parsing.REF_SEQ_NUM, "")
-        sent = self._sent.get(int(seq)) if seq.isdigit() else None
-        if sent is None or sent[0] not in ("D", "F", "G"):
+        sent = self.engine.sent_message(seq) if seq.isdigit() else None
+        msg_type = sent.get(parsing.MSG_TYPE) if sent is not None else None
+        if msg_type not in ("D", "F", "G"):
             return []
-        order = self.orders().get(parsing.order_id_of(sent[1]))
+        order = self.orders().get(parsing.order_id_of(sent.get(parsing.CL_ORD_ID, "")))
         if order is None or not order.is_open or order.order_id in self.closed:
             return []
-        event = parsing.refused(sent[0], order.order_id, order.symbol, reason, ts)
+        event = parsing.refused(msg_type, order.order_id, order.symbol, reason, ts)
         if isinstance(event, TERMINAL):
             self.closed.add(order.order_id)
         return [event]
-
-    def _remember(self, raw: str) -> None:
-        f = parsing.split(raw).fields
-        if parsing.SEQ_NUM in f and parsing.CL_ORD_ID in f:
-            self._sent[int(f[parsing.SEQ_NUM])] = (f[parsing.MSG_TYPE], f[parsing.CL_ORD_ID])
-            if len(self._sent) > SENT_REMEMBERED:
-                self._sent.popitem(last=False)
 
     # --- application messages ------------------------------------------------------------------------
 
