@@ -28,10 +28,15 @@ class MemoryJournalWriter(JournalWriter):
     def __init__(self, name: str, journal: _Journal) -> None:
         self.name = name
         self._journal = journal
+        self._flushed = len(journal.records)  # like PostgreSQL's writer: committed at flush, then followers wake
 
     @property
     def last_seq(self) -> int:
         return len(self._journal.records)
+
+    @property
+    def committed_seq(self) -> int:
+        return self._flushed
 
     def append(self, message: Message, causation: int | None = None) -> int:
         seq = len(self._journal.records) + 1
@@ -40,6 +45,7 @@ class MemoryJournalWriter(JournalWriter):
         return seq
 
     async def flush(self) -> None:
+        self._flushed = len(self._journal.records)
         changed, self._journal.changed = self._journal.changed, anyio.Event()
         changed.set()
 

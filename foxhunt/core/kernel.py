@@ -8,8 +8,8 @@ generators seeded by the run's `RunStarted`, and names orders after the input's 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -101,6 +101,32 @@ class Kernel:
         # derive nothing, and allocating two lists per quote wakes the garbage collector for nothing
         self._derived: list[Derived] = []
         self._commands: list[SubmitOrder | CancelOrder | ReplaceOrder] = []
+        # what handles each kind of input: one lookup by exact type (messages are final classes)
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            QuoteTick: self._on_quote,
+            Bar: self._on_bar,
+            TradeTick: self._on_trade,
+            OrderAccepted: self._on_report,
+            OrderRejected: self._on_report,
+            OrderCanceled: self._on_report,
+            OrderCancelRejected: self._on_report,
+            OrderReplaced: self._on_report,
+            OrderExpired: self._on_report,
+            OrderPartiallyFilled: self._on_fill,
+            OrderFilled: self._on_fill,
+            RunStarted: self._on_run_started,
+            TimerFired: self._on_timer,
+            AdminCommand: self.operator.on_admin,
+            ConfigReloaded: self.operator.on_config_reloaded,
+            JournalDegraded: self._on_journal_degraded,
+            JournalRecovered: self._on_journal_recovered,
+            VenueConnected: lambda msg: self.venues_down.discard(msg.venue),
+            VenueDisconnected: lambda msg: self.venues_down.add(msg.venue),
+            RunStopped: _ignore,
+            FeedGap: _ignore,
+            VenueSessionEvent: _ignore,
+            VenueMessageIgnored: _ignore,
+        }
 
     # --- the one entry point ---------------------------------------------------------------------
 
@@ -110,43 +136,10 @@ class Kernel:
         self.ts_init = msg.ts_init
         self._order_counter = 0
         derived = self._derived
-        match msg:
-            case QuoteTick():
-                self._on_quote(msg)
-            case Bar():
-                self._on_bar(msg)
-            case TradeTick():
-                self.market[msg.symbol] = msg
-                for s in self.running:
-                    s.on_trade(msg, self.contexts[s.strategy_id])
-            case (
-                OrderAccepted() | OrderRejected() | OrderCanceled() | OrderCancelRejected() | OrderReplaced()
-                | OrderExpired()
-            ):
-                self._on_order_event(msg.order_id, msg)
-            case OrderPartiallyFilled() | OrderFilled():
-                self._on_fill(msg)
-            case RunStarted():
-                self._on_run_started(msg)
-            case TimerFired():
-                for s in self.running:
-                    s.on_timer(msg, self.contexts[s.strategy_id])
-            case AdminCommand():
-                self.operator.on_admin(msg)
-            case ConfigReloaded():
-                self.operator.on_config_reloaded(msg)
-            case JournalDegraded():
-                self._on_journal_degraded(msg)
-            case JournalRecovered():
-                self._on_journal_recovered(msg)
-            case VenueConnected():
-                self.venues_down.discard(msg.venue)
-            case VenueDisconnected():
-                self.venues_down.add(msg.venue)
-            case RunStopped() | FeedGap() | VenueSessionEvent() | VenueMessageIgnored():
-                pass
-            case _:
-                raise KernelError(f"kernel does not handle {type(msg).__name__}")
+        handler = self._handlers.get(type(msg))
+        if handler is None:
+            raise KernelError(f"kernel does not handle {type(msg).__name__}")
+        handler(msg)
         if self.requests:
             self._drain_requests()
         if not derived:
@@ -203,6 +196,15 @@ class Kernel:
         for on_quote, ctx in self._quote_handlers:
             on_quote(q, ctx)
 
+    def _on_trade(self, trade: TradeTick) -> None:
+        self.market[trade.symbol] = trade
+        for s in self.running:
+            s.on_trade(trade, self.contexts[s.strategy_id])
+
+    def _on_timer(self, timer: TimerFired) -> None:
+        for s in self.running:
+            s.on_timer(timer, self.contexts[s.strategy_id])
+
     def _on_bar(self, bar: Bar) -> None:
         # a bar of one side is still the best mark there is (a bid bar is what a long could sell at)
         self.market[bar.symbol] = bar
@@ -213,6 +215,9 @@ class Kernel:
             s.on_bar(bar, self.contexts[s.strategy_id])
 
     # --- orders ----------------------------------------------------------------------------------
+
+    def _on_report(self, report: Input) -> None:
+        self._on_order_event(report.order_id, report)
 
     def _on_order_event(self, order_id: str, event: Input) -> Order:
         order = self.orders.get(order_id)
@@ -306,12 +311,13 @@ class Kernel:
             self._commands.append(cmd)
 
     def _verdict(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder, denial: tuple[str, str] | None) -> None:
-        stamps = dict(ts_event=cmd.ts_event, ts_init=cmd.ts_init, order_id=cmd.order_id, symbol=cmd.symbol)
         if denial is None:
-            event: Derived = OrderSubmitted(**stamps)
+            event: Derived = OrderSubmitted(ts_event=cmd.ts_event, ts_init=cmd.ts_init, order_id=cmd.order_id,
+                                            symbol=cmd.symbol)
             self._commands.append(cmd)
         else:
-            event = OrderDenied(**stamps, reason=denial[0], detail=denial[1])
+            event = OrderDenied(ts_event=cmd.ts_event, ts_init=cmd.ts_init, order_id=cmd.order_id,
+                                symbol=cmd.symbol, reason=denial[0], detail=denial[1])
         self._derived.append(event)
         self._on_order_event(cmd.order_id, event)
 
@@ -345,6 +351,10 @@ class Kernel:
             )
         )
         self.state = state
+
+
+def _ignore(msg: Input) -> None:
+    """Inputs that are journaled for the record and change nothing in the kernel."""
 
 
 _NOTHING = Step((), ())  # shared, immutable: most quotes derive nothing

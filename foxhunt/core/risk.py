@@ -356,27 +356,34 @@ class PreTradeRisk:
     # --- state ---------------------------------------------------------------------------------
 
     def on_order(self, order: Order, was_open: bool, leaves_before: int, price_before: int | None) -> None:
-        """Keep working quantities, counts, value and our best resting prices in step with an order's change."""
-        symbol, buy = order.symbol, order.side is Side.BUY
-        mult = self.instruments[symbol].multiplier
+        """Keep working quantities, counts, value and our best resting prices in step with an order's change.
+        The engine's rows are numpy arrays, where every element read or write costs a conversion: each is
+        written only when it changes (an acknowledgement changes none)."""
+        symbol, buy, is_open = order.symbol, order.side is Side.BUY, order.is_open
         row = self.rows[symbol]
-        qty_at, best_at = (rc.S_OPEN_BUY, rc.S_OWN_BID) if buy else (rc.S_OPEN_SELL, rc.S_OWN_ASK)
+        leaves = order.leaves_qty if is_open else 0
+        moved = leaves - (leaves_before if was_open else 0)
+        if moved:
+            row[rc.S_OPEN_BUY if buy else rc.S_OPEN_SELL] += moved
+        if is_open is not was_open:
+            row[rc.S_OPEN_ORDERS] += 1 if is_open else -1
+        if price_before is None and order.price is None:
+            return  # an order without a price is worth 0.0 here and rests at no price
+        mult = self.instruments[symbol].multiplier
+        limit = order.order_type is OrderType.LIMIT
         resting = self.resting[symbol][0 if buy else 1]
-        if was_open:
-            row[qty_at] -= leaves_before
-            row[rc.S_OPEN_ORDERS] -= 1
+        if was_open:  # the value out and back in, as two steps: float sums must come out as they always have
             self.working_value -= _value(leaves_before, price_before, mult)
-            if price_before is not None and order.order_type is OrderType.LIMIT:
+            if price_before is not None and limit:
                 resting[price_before] -= 1
                 if not resting[price_before]:
                     del resting[price_before]
-        if order.is_open:
-            row[qty_at] += order.leaves_qty
-            row[rc.S_OPEN_ORDERS] += 1
-            self.working_value += _value(order.leaves_qty, order.price, mult)
-            if order.price is not None and order.order_type is OrderType.LIMIT:
+        if is_open:
+            self.working_value += _value(leaves, order.price, mult)
+            if order.price is not None and limit:
                 resting[order.price] = resting.get(order.price, 0) + 1
-        row[best_at] = (max(resting) if buy else min(resting)) if resting else 0
+        if limit:
+            row[rc.S_OWN_BID if buy else rc.S_OWN_ASK] = (max(resting) if buy else min(resting)) if resting else 0
 
     # --- denial details -----------------------------------------------------------------------------
 

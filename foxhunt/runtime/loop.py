@@ -99,7 +99,8 @@ class TradingLoop:
         reports = self.venue.on_market(msg)
         if commands or reports:
             pending = deque(reports)
-            await self._send(commands, pending)
+            if commands:
+                await self._send(commands, pending)
             await self._drain(pending)
 
     async def submit(self, msg: Input) -> tuple[int, Sequence[Derived]]:
@@ -109,15 +110,18 @@ class TradingLoop:
             await self._wait(self.journal.relieve)
         seq, step = self._handle(msg)
         pending: deque[Input] = deque()
-        await self._send(step.commands, pending)
-        await self._drain(pending)
+        if step.commands:
+            await self._send(step.commands, pending)
+            await self._drain(pending)
         return seq, step.derived
 
     async def _drain(self, pending: deque[Input]) -> None:
         while pending:
             if self.journal.backlogged:
                 await self._wait(self.journal.relieve)
-            await self._send(self._handle(pending.popleft())[1].commands, pending)
+            commands = self._handle(pending.popleft())[1].commands
+            if commands:
+                await self._send(commands, pending)
 
     def _handle(self, msg: Input) -> tuple[int, Step]:
         journal = self.journal
@@ -143,10 +147,8 @@ class TradingLoop:
             self.on_wait()
 
     async def _send(self, commands, pending: deque[Input]) -> None:
-        if not commands:
-            return
         observer = self.observer
-        if self.before_send:
+        if self.before_send and self.journal.committed_seq < self.journal.last_seq:
             started = time.time_ns() if observer is not None else 0
             await self._wait(self.journal.flush)
             if observer is not None:
