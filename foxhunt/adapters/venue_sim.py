@@ -242,31 +242,26 @@ class SimVenue:
             return
         available = book.ask_size if buy else book.bid_size
         qty = w.leaves
+        inst = self.instruments[cmd.symbol]
         if available:
-            lot = self.instruments[cmd.symbol].lot_size
-            qty = min(qty, available - available % lot)
+            qty = min(qty, available - available % inst.lot_size)
             if qty == 0 or (cmd.time_in_force is TimeInForce.FOK and qty < w.leaves):
                 return
             if buy:
                 book.ask_size -= qty
             else:
                 book.bid_size -= qty
-        w.leaves -= qty
+        leaves = w.leaves = w.leaves - qty
         self._ids += 1
-        inst = self.instruments[cmd.symbol]
         commission = mul(touch, qty) * inst.multiplier * self.fee_bps // (10_000 * SCALE)
-        kind = OrderFilled if w.leaves == 0 else OrderPartiallyFilled
-        if w.leaves == 0:
+        if leaves == 0:
             del self.working[cmd.order_id]
-        self._emit(
-            kind,
-            cmd,
-            side=cmd.side,
-            trade_id=f"{self.name}-T{self._ids}",
-            last_qty=qty,
-            last_price=touch,
-            leaves_qty=w.leaves,
-            commission=commission,
+        self._out.append(
+            (OrderPartiallyFilled if leaves else OrderFilled)(
+                ts_event=self.now, ts_init=self.clock.now(), order_id=cmd.order_id, symbol=cmd.symbol,
+                side=cmd.side, trade_id=f"{self.name}-T{self._ids}", last_qty=qty, last_price=touch,
+                leaves_qty=leaves, commission=commission,
+            )
         )
 
     def _expire_day_orders(self, day: int) -> None:
