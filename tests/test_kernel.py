@@ -9,6 +9,7 @@ import pytest
 from foxhunt.core.kernel import Kernel, KernelError
 from foxhunt.core.operator import OperatorError
 from foxhunt.messages import codec
+from foxhunt.messages.base import Input
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.market import QuoteTick
 from foxhunt.messages.orders import (
@@ -105,6 +106,12 @@ def test_reducing_state_allows_only_orders_that_reduce():
     k, _ = kernel(lambda q, ctx: ctx.submit(q.symbol, Side.SELL, d("1000")))
     k.handle(1, AdminCommand(ts_event=1, ts_init=1, command="reduce"))
     assert k.handle(2, quote(10, "1.1", "1.1002")).derived[-1].reason == "TRADING_REDUCING"
+
+
+def test_every_kind_of_input_has_a_handler():
+    k, _ = kernel()
+    inputs = {t for t in codec.MESSAGE_TYPES if issubclass(t, Input)}
+    assert inputs <= set(k._handlers), sorted(t.__name__ for t in inputs - set(k._handlers))
 
 
 def test_unknown_input_or_admin_command_is_a_bug():
