@@ -173,8 +173,8 @@ class SimVenue:
             return f"UNKNOWN_SYMBOL: {cmd.symbol}"
         if cmd.quantity <= 0 or cmd.quantity % inst.lot_size:
             return f"INVALID_QUANTITY: {cmd.quantity} is not a positive multiple of lot {inst.lot_size}"
-        if (cmd.price if cmd.order_type is OrderType.LIMIT else cmd.trigger_price if cmd.order_type is OrderType.STOP
-                else 0) is None:
+        if (cmd.order_type is OrderType.LIMIT and cmd.price is None
+                or cmd.order_type is OrderType.STOP and cmd.trigger_price is None):
             return f"MISSING_PRICE: a {cmd.order_type.value} order needs a price"
         for price in (cmd.price, cmd.trigger_price):
             if price is not None and (price <= 0 or price % inst.tick_size):
