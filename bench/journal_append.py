@@ -22,7 +22,7 @@ import psycopg
 from foxhunt import bootstrap, config
 from foxhunt.adapters import journal_pg_partitions as partitions
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
-from foxhunt.adapters.journal_pg_writer import _COPY_IN, _TYPES, WriterPolicy
+from foxhunt.adapters.journal_pg_writer import _COPY_IN, WriterPolicy
 from foxhunt.adapters.journal_postgres import PostgresJournalStore
 from foxhunt.adapters.pg import use_fast_bytea_copy
 from foxhunt.messages import codec
@@ -30,6 +30,7 @@ from foxhunt.messages.base import parse_fixed
 from foxhunt.runtime.clock import EventClock
 
 META = dict(config=b"{}", config_digest="bench", fingerprint={})
+TYPES = ["int8", "int8", "text", "int8", "int8", "int8", "int8", "bytea"]  # the columns of _COPY_IN
 
 
 def bare_copy(dsn: str, rows: list[tuple], batch: int) -> float:
@@ -38,7 +39,7 @@ def bare_copy(dsn: str, rows: list[tuple], batch: int) -> float:
         started = time.perf_counter()
         for i in range(0, len(rows), batch):
             with conn.cursor() as cur, cur.copy(_COPY_IN) as copy:
-                copy.set_types(_TYPES)
+                copy.set_types(TYPES)
                 for row in rows[i : i + batch]:
                     copy.write_row(row)
             conn.commit()

@@ -4,7 +4,9 @@ The writer numbers events itself, in memory, at append: the advisory lock it hol
 writes the journal, so numbers are gap-free and insert order is commit order, and a reader that has seen
 sequence number n has seen everything before it. Its task drains the queue and writes each batch with
 one binary COPY on an autocommit connection: the COPY is its own transaction, durable when the server
-answers it, so a batch costs two round trips, not three with a COMMIT of its own. A trigger
+answers it, so a batch costs two round trips, not three with a COMMIT of its own; the rows are formatted
+and the COPY driven through libpq directly (adapters/pg_copy.py), the commit cycle being what every
+order's durable acknowledgement waits on. A trigger
 (migrations/0002) wakes tailing readers with one NOTIFY.
 
 Nothing is dropped. When a write fails, the batch stays in hand and the writer reports the journal
@@ -32,7 +34,8 @@ import structlog
 from psycopg.types.json import Jsonb
 
 from foxhunt.adapters import journal_pg_partitions as partitions
-from foxhunt.adapters.pg import connect, unavailable, use_fast_bytea_copy
+from foxhunt.adapters.pg import connect, unavailable
+from foxhunt.adapters.pg_copy import copy_in, format_rows
 from foxhunt.errors import JournalError, JournalLocked, JournalUnavailable
 from foxhunt.messages import codec
 from foxhunt.messages.base import Message
@@ -44,8 +47,7 @@ DEAD_HOLDER_WAIT = 10.0  # seconds a restarted writer waits for a killed predece
 LOCK_CLASS = 0x4648  # "FH": first key of the two-key advisory lock; the second is the journal id
 NOTIFY_CHANNEL = "foxhunt_events"  # see migrations/0002_notify_trigger.sql
 _COLUMNS = ("journal_id", "seq", "kind", "ts_event", "ts_init", "causation", "correlation", "payload")
-_TYPES = ["int8", "int8", "text", "int8", "int8", "int8", "int8", "bytea"]
-_COPY_IN = f"COPY events ({', '.join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+_COPY_IN = f"COPY events ({', '.join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)".encode()
 _SEQ, _KIND, _CAUSATION = 1, 2, 5  # positions in a queued row
 
 HealthHook = Callable[[str | None, int], None]  # (reason it is degraded, or None once recovered; outage ns)
@@ -148,7 +150,6 @@ class PostgresJournalWriter(JournalWriter):
     async def open(self, config: bytes, config_digest: str, fingerprint: dict[str, str]) -> None:
         """Connect, create the journal if needed, and take it: JournalLocked if another writer holds it."""
         self._conn = await connect(self._dsn, autocommit=True, application_name=self._app)
-        use_fast_bytea_copy(self._conn)
         conn = self._conn
         try:
             await conn.execute(
@@ -293,10 +294,8 @@ class PostgresJournalWriter(JournalWriter):
                     raise psycopg.OperationalError("not connected")
                 if batch[-1][_SEQ] > self._ranges_end:  # a batch larger than a fifth of the span
                     await self._make_ranges(batch[-1][_SEQ])
-                async with self._conn.cursor() as cur, cur.copy(_COPY_IN) as copy:  # committed when it ends
-                    copy.set_types(_TYPES)
-                    for row in batch:
-                        await copy.write_row(row)  # the events_notify trigger queues the NOTIFY for followers
+                # committed when it returns; the events_notify trigger queues the NOTIFY for followers
+                await copy_in(self._conn, _COPY_IN, format_rows(batch))
         finally:
             self._write_started = None
 
@@ -318,7 +317,6 @@ class PostgresJournalWriter(JournalWriter):
                 with contextlib.suppress(psycopg.Error):
                     await conn.close()
                 continue
-            use_fast_bytea_copy(conn)
             self._conn = conn
             log.warning("journal_reconnected", journal=self.name, last_seq=last_seq)
             return last_seq
