@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 
@@ -61,8 +61,10 @@ MAX_ROUNDS = 1000
 _SEVERITY = {TradingState.ACTIVE: 0, TradingState.REDUCING: 1, TradingState.HALTED: 2}  # tighten()'s order
 
 
-class Step(NamedTuple):
-    """What one input produced: events to journal, and the subset of commands to send to the venue."""
+class Step(msgspec.Struct, frozen=True, gc=False):
+    """What one input produced: events to journal, and the subset of commands to send to the venue.
+    (A Struct, not a NamedTuple: three times faster to build, and every order builds several; `gc=False`:
+    it holds two lists of messages, which can never lead back to it.)"""
 
     derived: Sequence[Derived]
     commands: Sequence[SubmitOrder | CancelOrder | ReplaceOrder]
@@ -86,6 +88,9 @@ class Kernel:
         self.state_before_journal_halt: TradingState | None = None
         self.requests: list[SubmitOrder | CancelOrder | ReplaceOrder] = []
         self.contexts = {s.strategy_id: StrategyContext(self, s) for s in strategies}
+        self._by_strategy: dict[str, list[tuple[Strategy, StrategyContext]]] = {}  # who hears of an order's events
+        for s in strategies:
+            self._by_strategy.setdefault(s.strategy_id, []).append((s, self.contexts[s.strategy_id]))
         self.paused: set[str] = set()  # strategies an operator paused: they see no market data or timers
         self.running = list(strategies)  # the strategies not paused, in configuration order
         # resolved once per pause or resume: the quote path runs for every tick
@@ -221,13 +226,12 @@ class Kernel:
 
     def _on_order_event(self, order_id: str, event: Input) -> Order:
         order = self.orders.get(order_id)
-        was_open, leaves, price = order.is_open, order.leaves_qty, order.price
-        self.orders.apply(order_id, event)
+        was_open, leaves, price = order.is_open, order.quantity - order.filled_qty, order.price
+        self.orders.apply_to(order, event)
         if was_open or order.is_open:
             self.gate.on_order(order, was_open, leaves, price)
-        for s in self.strategies:
-            if s.strategy_id == order.strategy_id:
-                s.on_order_event(event, order, self.contexts[s.strategy_id])
+        for strategy, ctx in self._by_strategy.get(order.strategy_id, ()):
+            strategy.on_order_event(event, order, ctx)
         return order
 
     def _on_fill(self, fill: OrderPartiallyFilled | OrderFilled) -> None:
@@ -272,13 +276,15 @@ class Kernel:
             requests, self.requests = self.requests, []
             for cmd in requests:
                 self._derived.append(cmd)
-                match cmd:
-                    case SubmitOrder():
-                        self._submit(cmd)
-                    case CancelOrder():
-                        self._cancel(cmd)
-                    case ReplaceOrder():
-                        self._replace(cmd)
+                kind = type(cmd)
+                if kind is SubmitOrder:
+                    self._submit(cmd)
+                elif kind is CancelOrder:
+                    self._cancel(cmd)
+                elif kind is ReplaceOrder:
+                    self._replace(cmd)
+                else:
+                    raise KernelError(f"a strategy requested {kind.__name__}, which is not an order command")
             if not self.requests:
                 return
         raise KernelError(f"input {self.seq} still produced requests after {MAX_ROUNDS} rounds")

@@ -131,18 +131,21 @@ class Order:
         return self.status in OPEN_STATUSES
 
     def apply(self, event: object) -> None:
-        self.status = next_status(self.status, event)
-        match event:
-            case OrderAccepted(venue_order_id=vid):
-                self.venue_order_id = vid
-            case OrderReplaced(quantity=qty, price=price, trigger_price=trigger):
-                self.quantity = qty
-                self.price = price
-                self.trigger_price = trigger
-            case OrderPartiallyFilled() | OrderFilled():
-                self.filled_qty += event.last_qty
-                if self.filled_qty > self.quantity:
-                    raise InvalidTransition(f"order {self.order_id} overfilled: {self.filled_qty} > {self.quantity}")
+        kind = type(event)  # messages are final classes: exact types, as the transition table has them
+        status = TRANSITIONS.get((self.status, kind))
+        if status is None:
+            next_status(self.status, event)  # raises, naming the pair
+        self.status = status
+        if kind is OrderFilled or kind is OrderPartiallyFilled:
+            self.filled_qty += event.last_qty
+            if self.filled_qty > self.quantity:
+                raise InvalidTransition(f"order {self.order_id} overfilled: {self.filled_qty} > {self.quantity}")
+        elif kind is OrderAccepted:
+            self.venue_order_id = event.venue_order_id
+        elif kind is OrderReplaced:
+            self.quantity = event.quantity
+            self.price = event.price
+            self.trigger_price = event.trigger_price
 
 
 class Orders:
@@ -165,12 +168,16 @@ class Orders:
 
     def apply(self, order_id: str, event: object) -> Order:
         order = self.get(order_id)
-        order.apply(event)
-        if order.is_open:
-            self.open[order_id] = order
-        else:
-            self.open.pop(order_id, None)
+        self.apply_to(order, event)
         return order
+
+    def apply_to(self, order: Order, event: object) -> None:
+        """`apply` for an order already in hand (the kernel's order path)."""
+        order.apply(event)
+        if order.status in OPEN_STATUSES:
+            self.open[order.order_id] = order
+        else:
+            self.open.pop(order.order_id, None)
 
     def open_for(self, symbol: str, strategy_id: str | None = None) -> list[Order]:
         return [

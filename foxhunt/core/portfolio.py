@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from foxhunt.messages.base import SCALE, mul
 from foxhunt.messages.orders import Side
 
+_BUY = Side.BUY  # read through its class, an Enum member costs 75 ns on Python 3.11 (adapters/venue_sim.py)
+
 
 @dataclass(slots=True)
 class Position:
@@ -47,9 +49,10 @@ class Position:
         return self.unrealized_pnl - before
 
     def apply_fill(self, side: Side, qty: int, price: int, commission: int) -> None:
-        signed = qty if side is Side.BUY else -qty
+        buy = side is _BUY
+        signed = qty if buy else -qty
         value = mul(price, qty) * self.multiplier
-        self.cash -= value if side is Side.BUY else -value
+        self.cash -= value if buy else -value
         self.cash -= commission
         self.commissions += commission
         self.fills += 1
