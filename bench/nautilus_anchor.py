@@ -3,7 +3,7 @@ that only subscribes (the configuration behind the 236k ticks/s figure in issue 
 
 Runs in its own virtualenv (bench/.venv-nautilus, made by bench/kernel_throughput.py), never in
 foxhunt's. Reads the quotes that bench/kernel_throughput.py wrote (CSV: ts,bid,ask,bid_size,ask_size,
-in nanos) and prints one JSON line per repeat: {"quotes": n, "seconds": s}.
+in nanos) and prints one JSON line per repeat: {"quotes": n, "seconds": s, "cpu_seconds": c}.
 """
 
 from __future__ import annotations
@@ -50,11 +50,11 @@ def run_once(rows: list[list[int]]) -> dict:
     ]
     engine.add_data(ticks)
     engine.add_strategy(SubscribeOnly(instrument.id))
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     engine.run()
-    seconds = time.perf_counter() - started
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu
     engine.dispose()
-    return {"quotes": len(ticks), "seconds": seconds}
+    return {"quotes": len(ticks), "seconds": seconds, "cpu_seconds": cpu_seconds}
 
 
 def main() -> None:

@@ -111,12 +111,12 @@ class Kernel:
             QuoteTick: self._on_quote,
             Bar: self._on_bar,
             TradeTick: self._on_trade,
-            OrderAccepted: self._on_report,
-            OrderRejected: self._on_report,
-            OrderCanceled: self._on_report,
-            OrderCancelRejected: self._on_report,
-            OrderReplaced: self._on_report,
-            OrderExpired: self._on_report,
+            OrderAccepted: self._on_order_event,
+            OrderRejected: self._on_order_event,
+            OrderCanceled: self._on_order_event,
+            OrderCancelRejected: self._on_order_event,
+            OrderReplaced: self._on_order_event,
+            OrderExpired: self._on_order_event,
             OrderPartiallyFilled: self._on_fill,
             OrderFilled: self._on_fill,
             RunStarted: self._on_run_started,
@@ -188,16 +188,15 @@ class Kernel:
     # --- market data -----------------------------------------------------------------------------
 
     def _on_quote(self, q: QuoteTick) -> None:
-        if q.bid >= q.ask or q.bid <= 0:
-            reason = "crossed quote" if q.bid > q.ask else ("locked quote" if q.bid == q.ask else "bad price")
-            self._derived.append(
-                MarketDataFlagged(ts_event=q.ts_event, ts_init=q.ts_init, symbol=q.symbol, reason=reason)
-            )
+        bid, ask, symbol = q.bid, q.ask, q.symbol
+        if bid >= ask or bid <= 0:
+            reason = "crossed quote" if bid > ask else ("locked quote" if bid == ask else "bad price")
+            self._derived.append(MarketDataFlagged(ts_event=q.ts_event, ts_init=q.ts_init, symbol=symbol, reason=reason))
             return
-        self.market[q.symbol] = q
-        self.portfolio.mark(q.symbol, (q.bid + q.ask) // 2)
+        self.market[symbol] = q
+        self.portfolio.mark(symbol, (bid + ask) // 2)
         if self.safeguards.active:
-            self.safeguards.on_mark(q.symbol, (q.bid + q.ask) / 2e9, q)
+            self.safeguards.on_mark(symbol, (bid + ask) / 2e9, q)
         for on_quote, ctx in self._quote_handlers:
             on_quote(q, ctx)
 
@@ -221,18 +220,16 @@ class Kernel:
 
     # --- orders ----------------------------------------------------------------------------------
 
-    def _on_report(self, report: Input) -> None:
-        self._on_order_event(report.order_id, report)
-
-    def _on_order_event(self, order_id: str, event: Input) -> Order:
-        order = self.orders.get(order_id)
+    def _on_order_event(self, event: Input) -> None:
+        """An event of one order (a venue's report, the gate's verdict): the order, the gate's bookkeeping
+        and the strategy that owns the order follow it."""
+        order = self.orders.get(event.order_id)
         was_open, leaves, price = order.is_open, order.quantity - order.filled_qty, order.price
         self.orders.apply_to(order, event)
         if was_open or order.is_open:
             self.gate.on_order(order, was_open, leaves, price)
         for strategy, ctx in self._by_strategy.get(order.strategy_id, ()):
             strategy.on_order_event(event, order, ctx)
-        return order
 
     def _on_fill(self, fill: OrderPartiallyFilled | OrderFilled) -> None:
         order = self.orders.get(fill.order_id)
@@ -254,7 +251,7 @@ class Kernel:
                 cash=pos.cash,
             )
         )
-        self._on_order_event(fill.order_id, fill)
+        self._on_order_event(fill)
         self.safeguards.on_fill(fill)
 
     def tighten(self, state: TradingState, msg: Input, cause: str) -> None:
@@ -325,7 +322,7 @@ class Kernel:
             event = OrderDenied(ts_event=cmd.ts_event, ts_init=cmd.ts_init, order_id=cmd.order_id,
                                 symbol=cmd.symbol, reason=denial[0], detail=denial[1])
         self._derived.append(event)
-        self._on_order_event(cmd.order_id, event)
+        self._on_order_event(event)
 
     # --- system ----------------------------------------------------------------------------------
 

@@ -113,20 +113,25 @@ class Portfolio:
         """Revalue an open position at `price` and track the equity curve. Runs on every quote, so it is
         one method with Position.revalue's formula inlined, and it stops early when nothing moved."""
         pos = self.positions.get(symbol)
-        if pos is None or not pos.quantity or price == pos.mark:
+        if pos is None or price == pos.mark:
             return
-        unrealized = price * pos.quantity // SCALE * pos.multiplier - pos.cost
-        change = unrealized - pos.unrealized_pnl
+        quantity = pos.quantity
+        if not quantity:
+            return
+        cost = pos.cost
+        unrealized = price * quantity // SCALE * pos.multiplier - cost
+        before = pos.unrealized_pnl
         if self.track_gross:
-            self.gross_exposure += abs(unrealized + pos.cost) - abs(pos.unrealized_pnl + pos.cost)
+            self.gross_exposure += abs(unrealized + cost) - abs(before + cost)
         pos.mark = price
         pos.unrealized_pnl = unrealized
-        self._unrealized_total += change
-        equity = self._closed_total + self._unrealized_total
-        if equity > self.peak_equity:
+        total = self._unrealized_total = self._unrealized_total + unrealized - before
+        equity = self._closed_total + total
+        peak = self.peak_equity
+        if equity > peak:
             self.peak_equity = equity
-        elif self.peak_equity - equity > self.max_drawdown:
-            self.max_drawdown = self.peak_equity - equity
+        elif peak - equity > self.max_drawdown:
+            self.max_drawdown = peak - equity
 
     def set_track_gross(self, on: bool) -> None:
         """Track gross exposure from now on (computed afresh from the positions), or stop."""

@@ -75,16 +75,26 @@ class TradingLoop:
     async def take(self, msg: Input) -> None:
         """One input from a source: market data goes through `market`, anything else through `submit`."""
         if type(msg) in MARKET_DATA_TYPES:
-            await self.market(msg)
+            rest = self.market_nowait(msg)
+            if rest is not None:
+                await rest
         else:
             await self.submit(msg)
 
     async def market(self, msg: Input) -> None:
         """Market data: the kernel sees it, then the venue matches its resting orders against it, then
         the commands the kernel decided are sent (so they meet the book this data describes)."""
+        rest = self.market_nowait(msg)
+        if rest is not None:
+            await rest
+
+    def market_nowait(self, msg: Input) -> Awaitable[None] | None:
+        """`market` without a coroutine of its own for the common tick, which waits for nothing, commands
+        nothing and brings no venue report: it is then handled when this returns None. Otherwise what is
+        left (back-pressure, sends, the venue's reports) is returned, and the caller must await it."""
         journal = self.journal
         if journal.backlogged:
-            await self._wait(journal.relieve)
+            return self._market_when_relieved(msg)
         # _handle, inlined: this runs for every tick of every backtest
         seq = journal.append(msg)
         step = self.kernel.handle(seq, msg)
@@ -98,10 +108,17 @@ class TradingLoop:
                 self.observer.on_step(msg, step.derived)
         reports = self.venue.on_market(msg)
         if commands or reports:
-            pending = deque(reports)
-            if commands:
-                await self._send(commands, pending)
-            await self._drain(pending)
+            return self._send_and_drain(commands, deque(reports))
+        return None
+
+    async def _market_when_relieved(self, msg: Input) -> None:
+        await self._wait(self.journal.relieve)
+        await self.market(msg)
+
+    async def _send_and_drain(self, commands, pending: deque[Input]) -> None:
+        if commands:
+            await self._send(commands, pending)
+        await self._drain(pending)
 
     async def submit(self, msg: Input) -> tuple[int, Sequence[Derived]]:
         """Any other input (system events, venue reports, timers, operators): its sequence number and
