@@ -17,6 +17,7 @@ from foxhunt.runtime import replay
 from foxhunt.runtime.bus import Bus, BusClosed, publish_all
 from foxhunt.runtime.clock import EventClock, WallClock
 from foxhunt.runtime.live import RunRequest, run_paper
+from foxhunt.runtime.loop import DiscardingJournal
 from tests.fakes import quote
 
 CFG = config.load(None, env={})
@@ -158,3 +159,34 @@ async def test_a_deliberate_stop_cancels_working_orders_first_or_leaves_them_by_
         assert (await replay.verify(store, "j", trading))["trading_state"] == "ACTIVE"
     else:
         assert stop_commands == []
+
+
+class _StillBacklogged(DiscardingJournal):
+    """A journal whose queue stays past one batch however often it is relieved (the PostgreSQL writer's
+    queue between `batch_max` and `queue_max`): relieve() lets the writer run and returns."""
+
+    backlogged = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reliefs = 0
+
+    async def relieve(self) -> None:
+        self.reliefs += 1
+        await anyio.lowlevel.checkpoint()
+
+
+async def test_a_journal_still_backlogged_after_relief_slows_the_loop_but_every_input_is_taken_once():
+    from foxhunt.adapters.venue_sim import SimVenue, SimVenueConfig
+    from foxhunt.messages.orders import Side
+    from foxhunt.runtime.loop import TradingLoop
+    from tests.fakes import kernel as make_kernel
+
+    k, strategy = make_kernel(lambda q, ctx: ctx.submit("EURUSD", Side.BUY, parse_fixed("1000")))
+    journal = _StillBacklogged()
+    loop = TradingLoop(k, SimVenue(k.instruments, SimVenueConfig(), EventClock()), journal)
+    for i in range(50):
+        await loop.take(quote(1_000 + i, "1.10000", "1.10010"))
+    assert journal.reliefs == 50 + 50 * 2  # every quote and, behind each, its order's two venue reports
+    assert loop.inputs == 150
+    assert len(k.orders.by_id) == 50 and not k.orders.open  # each market order accepted and filled

@@ -92,9 +92,20 @@ class TradingLoop:
         """`market` without a coroutine of its own for the common tick, which waits for nothing, commands
         nothing and brings no venue report: it is then handled when this returns None. Otherwise what is
         left (back-pressure, sends, the venue's reports) is returned, and the caller must await it."""
+        if self.journal.backlogged:
+            return self._market_after_relief(msg)
+        return self._market_now(msg)
+
+    async def _market_after_relief(self, msg: Input) -> None:
+        # relieve() returns once the writer has taken its turn; the journal may still count as backlogged
+        # (a queue past one batch but short of its limit), and the input is taken all the same
+        await self._wait(self.journal.relieve)
+        rest = self._market_now(msg)
+        if rest is not None:
+            await rest
+
+    def _market_now(self, msg: Input) -> Awaitable[None] | None:
         journal = self.journal
-        if journal.backlogged:
-            return self._market_when_relieved(msg)
         # _handle, inlined: this runs for every tick of every backtest
         seq = journal.append(msg)
         step = self.kernel.handle(seq, msg)
@@ -110,10 +121,6 @@ class TradingLoop:
         if commands or reports:
             return self._send_and_drain(commands, deque(reports))
         return None
-
-    async def _market_when_relieved(self, msg: Input) -> None:
-        await self._wait(self.journal.relieve)
-        await self.market(msg)
 
     async def _send_and_drain(self, commands, pending: deque[Input]) -> None:
         if commands:
