@@ -50,7 +50,8 @@ def kernel_for(strategy: str) -> Kernel:
         from order_round_trip import Flip  # an order on every quote
 
         return Kernel(instruments, [Flip()], PreTradeRisk(trading.risk, instruments))
-    return build_kernel(msgspec.structs.replace(trading, strategy=msgspec.structs.replace(trading.strategy, name=strategy)))
+    params = msgspec.structs.replace(trading.strategy, name=strategy)
+    return build_kernel(msgspec.structs.replace(trading, strategy=params))
 
 
 def run(strategy: str, quotes: int, made: int) -> None:

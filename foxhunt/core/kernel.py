@@ -191,7 +191,9 @@ class Kernel:
         bid, ask, symbol = q.bid, q.ask, q.symbol
         if bid >= ask or bid <= 0:
             reason = "crossed quote" if bid > ask else ("locked quote" if bid == ask else "bad price")
-            self._derived.append(MarketDataFlagged(ts_event=q.ts_event, ts_init=q.ts_init, symbol=symbol, reason=reason))
+            self._derived.append(
+                MarketDataFlagged(ts_event=q.ts_event, ts_init=q.ts_init, symbol=symbol, reason=reason)
+            )
             return
         self.market[symbol] = q
         self.portfolio.mark(symbol, (bid + ask) // 2)
@@ -224,7 +226,7 @@ class Kernel:
         """An event of one order (a venue's report, the gate's verdict): the order, the gate's bookkeeping
         and the strategy that owns the order follow it."""
         order = self.orders.get(event.order_id)
-        was_open, leaves, price = order.is_open, order.quantity - order.filled_qty, order.price
+        was_open, leaves, price = order.is_open, order.leaves_qty, order.price
         self.orders.apply_to(order, event)
         if was_open or order.is_open:
             self.gate.on_order(order, was_open, leaves, price)

@@ -123,10 +123,7 @@ class Order:
 
     def apply(self, event: object) -> None:
         kind = type(event)  # messages are final classes: exact types, as the transition table has them
-        status = TRANSITIONS.get((self.status, kind))
-        if status is None:
-            next_status(self.status, event)  # raises, naming the pair
-        self.status = status
+        self.status = TRANSITIONS.get((self.status, kind)) or next_status(self.status, event)  # which raises
         if kind is OrderFilled or kind is OrderPartiallyFilled:
             self.filled_qty += event.last_qty
             if self.filled_qty > self.quantity:

@@ -363,7 +363,7 @@ class PreTradeRisk:
         Each element of the engine's row is written only when it changes (an acknowledgement changes none)."""
         symbol, buy, is_open = order.symbol, order.side is _BUY, order.is_open
         cells = self.cells[symbol]
-        leaves = order.quantity - order.filled_qty if is_open else 0
+        leaves = order.leaves_qty if is_open else 0
         moved = leaves - (leaves_before if was_open else 0)
         if moved:
             cells[rc.S_OPEN_BUY if buy else rc.S_OPEN_SELL] += moved
