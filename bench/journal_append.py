@@ -18,13 +18,13 @@ import uuid
 
 import anyio
 import psycopg
+from psycopg.adapt import PyFormat
 
 from foxhunt import bootstrap, config
 from foxhunt.adapters import journal_pg_partitions as partitions
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.journal_pg_writer import _COPY_IN, WriterPolicy
 from foxhunt.adapters.journal_postgres import PostgresJournalStore
-from foxhunt.adapters.pg import use_fast_bytea_copy
 from foxhunt.messages import codec
 from foxhunt.messages.base import parse_fixed
 from foxhunt.runtime.clock import EventClock
@@ -33,9 +33,16 @@ META = dict(config=b"{}", config_digest="bench", fingerprint={})
 TYPES = ["int8", "int8", "text", "int8", "int8", "int8", "int8", "bytea"]  # the columns of _COPY_IN
 
 
+def use_fast_bytea_copy(conn: psycopg.Connection) -> None:
+    """Make binary COPY with `set_types([... "bytea"])` dump bytes with psycopg's C dumper: `set_types`
+    finds dumpers by type OID, and for bytea that returns the last one registered, psycopg's DB-API
+    `Binary` dumper, written in Python. Registering the C bytes dumper again puts it last."""
+    conn.adapters.register_dumper(bytes, conn.adapters.get_dumper(bytes, PyFormat.BINARY))
+
+
 def bare_copy(dsn: str, rows: list[tuple], batch: int) -> float:
     with psycopg.connect(dsn) as conn:
-        use_fast_bytea_copy(conn)  # the best a bare COPY can do, as the writer does
+        use_fast_bytea_copy(conn)  # the best a bare psycopg COPY can do
         started = time.perf_counter()
         for i in range(0, len(rows), batch):
             with conn.cursor() as cur, cur.copy(_COPY_IN) as copy:

@@ -50,7 +50,8 @@ def nautilus_python() -> Path:
     return python
 
 
-async def run_foxhunt(kernel: Kernel, venue_config, quotes) -> float:
+async def run_foxhunt(kernel: Kernel, venue_config, quotes) -> tuple[float, float]:
+    """Seconds the quotes took through the loop: wall clock and process CPU time."""
     venue = SimVenue(kernel.instruments, venue_config, EventClock())
     loop = TradingLoop(kernel, venue, DiscardingJournal())
     take = loop.take  # what a backtest calls for each input

@@ -51,7 +51,7 @@ def main() -> None:
     per_order = []
     for _ in range(args.repeats):
         kernel = Kernel(instruments, [Flip()], PreTradeRisk(trading.risk, instruments))
-        seconds = anyio.run(run_foxhunt, kernel, trading.venue, quotes)
+        seconds, _ = anyio.run(run_foxhunt, kernel, trading.venue, quotes)
         if len(kernel.orders.by_id) != len(quotes):
             raise SystemExit(f"expected an order per quote, got {len(kernel.orders.by_id)} for {len(quotes)}")
         per_order.append(seconds / len(quotes) * 1e6)

@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import psycopg
-from psycopg.adapt import PyFormat
 from psycopg.conninfo import conninfo_to_dict
 
 from foxhunt.errors import JournalError, JournalUnavailable
@@ -38,15 +37,6 @@ async def connect(dsn: str, *, autocommit: bool = False, application_name: str =
         )
     except psycopg.Error as e:
         raise JournalUnavailable(f"cannot connect to PostgreSQL at {describe(dsn)}: {_scrub(str(e), dsn)}") from e
-
-
-def use_fast_bytea_copy(conn: psycopg.AsyncConnection | psycopg.Connection) -> None:
-    """Make binary COPY with `set_types([... "bytea"])` dump bytes with psycopg's C dumper.
-
-    `set_types` finds dumpers by type OID, and for bytea that lookup returns the last dumper registered for
-    the OID: psycopg's DB-API `Binary` wrapper dumper, written in Python (measured: a fifth of the journal
-    writer's time). Registering the C bytes dumper again on this connection puts it last."""
-    conn.adapters.register_dumper(bytes, conn.adapters.get_dumper(bytes, PyFormat.BINARY))
 
 
 def unavailable(e: psycopg.Error, dsn: str, doing: str) -> JournalUnavailable:
