@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from foxhunt.adapters.venue_sim import SimVenueConfig
+from foxhunt.adapters.venue_sim_config import SimVenueConfig
 from foxhunt.core.fixed import nanos
 from foxhunt.core.risk import RiskLimits
 from foxhunt.core.strategies import StrategyParams

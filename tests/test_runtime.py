@@ -9,6 +9,7 @@ import pytest
 
 from foxhunt import config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
+from foxhunt.adapters.journal_discard import DiscardingJournal
 from foxhunt.adapters.journal_memory import MemoryJournalStore
 from foxhunt.errors import ConfigError, InputError, VerificationFailed
 from foxhunt.messages.base import parse_fixed
@@ -17,7 +18,6 @@ from foxhunt.runtime import replay
 from foxhunt.runtime.bus import Bus, BusClosed, publish_all
 from foxhunt.runtime.clock import EventClock, WallClock
 from foxhunt.runtime.live import RunRequest, run_paper
-from foxhunt.runtime.loop import DiscardingJournal
 from tests.fakes import quote
 
 CFG = config.load(None, env={})
@@ -177,7 +177,8 @@ class _StillBacklogged(DiscardingJournal):
 
 
 async def test_a_journal_still_backlogged_after_relief_slows_the_loop_but_every_input_is_taken_once():
-    from foxhunt.adapters.venue_sim import SimVenue, SimVenueConfig
+    from foxhunt.adapters.venue_sim import SimVenue
+    from foxhunt.adapters.venue_sim_config import SimVenueConfig
     from foxhunt.messages.orders import Side
     from foxhunt.runtime.loop import TradingLoop
     from tests.fakes import kernel as make_kernel

@@ -23,14 +23,15 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from decimal import Decimal
+from typing import cast
 
 import anyio
 import msgspec
 
+from foxhunt.adapters.venue_sim_config import SimVenueConfig
 from foxhunt.core.fixed import nanos
 from foxhunt.messages.base import SCALE, Input, mul
-from foxhunt.messages.market import Bar, Instrument, PriceType, QuoteTick
+from foxhunt.messages.market import Bar, Instrument, PriceType, QuoteTick, TradeTick
 from foxhunt.messages.orders import (
     CancelOrder,
     OrderAccepted,
@@ -55,12 +56,6 @@ DAY_NS = 86_400 * 1_000_000_000
 _BUY, _MARKET, _LIMIT, _STOP, _FOK = Side.BUY, OrderType.MARKET, OrderType.LIMIT, OrderType.STOP, TimeInForce.FOK
 _IMMEDIATE = frozenset({TimeInForce.IOC, TimeInForce.FOK})
 _NOTHING: list[Input] = []  # shared and never appended to: what on_market returns when nothing happens
-
-
-class SimVenueConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    name: str = "SIM"
-    latency_ns: int = 0
-    fee_bps: Decimal = Decimal("0.2")
 
 
 @dataclass(slots=True)
@@ -114,7 +109,7 @@ class SimVenue:
             self._process(cmd)
         return self._out
 
-    def on_market(self, msg: Input) -> list[Input]:
+    def on_market(self, msg: QuoteTick | Bar | TradeTick) -> list[Input]:
         ts = msg.ts_event
         if not self.pending and not self.working:  # the common case: nothing to match, only the book moves
             if ts > self.now:
@@ -240,12 +235,15 @@ class SimVenue:
         buy = cmd.side is _BUY
         kind = cmd.order_type
         if kind is _STOP and not w.triggered:
-            if not (book.ask >= w.trigger if buy else book.bid <= w.trigger):
+            trigger = cast(int, w.trigger)  # a stop order has one (_invalid)
+            if not (book.ask >= trigger if buy else book.bid <= trigger):
                 return
             w.triggered = True
         touch = book.ask if buy else book.bid
-        if kind is _LIMIT and (touch > w.price if buy else touch < w.price):
-            return
+        if kind is _LIMIT:
+            limit = cast(int, w.price)  # a limit order has one (_invalid)
+            if touch > limit if buy else touch < limit:
+                return
         available = book.ask_size if buy else book.bid_size
         qty = w.leaves
         inst = self.instruments[cmd.symbol]

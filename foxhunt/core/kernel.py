@@ -8,8 +8,8 @@ generators seeded by the run's `RunStarted`, and names orders after the input's 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import msgspec
 
@@ -18,6 +18,7 @@ from foxhunt.core.orders import Order, Orders
 from foxhunt.core.portfolio import Portfolio
 from foxhunt.core.risk import PreTradeRisk
 from foxhunt.core.safeguards import Safeguards
+from foxhunt.core.step import Step
 from foxhunt.core.strategy import Strategy, StrategyContext
 from foxhunt.messages.base import Derived, Input
 from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
@@ -27,6 +28,7 @@ from foxhunt.messages.orders import (
     OrderCanceled,
     OrderCancelRejected,
     OrderDenied,
+    OrderEvent,
     OrderExpired,
     OrderFilled,
     OrderPartiallyFilled,
@@ -59,15 +61,6 @@ from foxhunt.messages.system import (
 MAX_ROUNDS = 1000
 
 _SEVERITY = {TradingState.ACTIVE: 0, TradingState.REDUCING: 1, TradingState.HALTED: 2}  # tighten()'s order
-
-
-class Step(msgspec.Struct, frozen=True, gc=False):
-    """What one input produced: events to journal, and the subset of commands to send to the venue.
-    (A Struct, not a NamedTuple: three times faster to build, and every order builds several; `gc=False`:
-    it holds two lists of messages, which can never lead back to it.)"""
-
-    derived: Sequence[Derived]
-    commands: Sequence[SubmitOrder | CancelOrder | ReplaceOrder]
 
 
 class KernelError(Exception):
@@ -222,7 +215,7 @@ class Kernel:
 
     # --- orders ----------------------------------------------------------------------------------
 
-    def _on_order_event(self, event: Input) -> None:
+    def _on_order_event(self, event: OrderEvent) -> None:
         """An event of one order (a venue's report, the gate's verdict): the order, the gate's bookkeeping
         and the strategy that owns the order follow it."""
         order = self.orders.get(event.order_id)
@@ -277,11 +270,11 @@ class Kernel:
                 self._derived.append(cmd)
                 kind = type(cmd)
                 if kind is SubmitOrder:
-                    self._submit(cmd)
+                    self._submit(cast(SubmitOrder, cmd))
                 elif kind is CancelOrder:
-                    self._cancel(cmd)
+                    self._cancel(cast(CancelOrder, cmd))
                 elif kind is ReplaceOrder:
-                    self._replace(cmd)
+                    self._replace(cast(ReplaceOrder, cmd))
                 else:
                     raise KernelError(f"a strategy requested {kind.__name__}, which is not an order command")
             if not self.requests:
@@ -291,6 +284,7 @@ class Kernel:
     def _submit(self, cmd: SubmitOrder) -> None:
         order = Order.from_command(cmd)
         self.orders.add(order)
+        denial: tuple[str, str] | None
         if self.venues_down:
             denial = ("VENUE_DISCONNECTED", ",".join(sorted(self.venues_down)))
         else:
@@ -317,8 +311,9 @@ class Kernel:
 
     def _verdict(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder, denial: tuple[str, str] | None) -> None:
         if denial is None:
-            event: Derived = OrderSubmitted(ts_event=cmd.ts_event, ts_init=cmd.ts_init, order_id=cmd.order_id,
-                                            symbol=cmd.symbol)
+            event: OrderSubmitted | OrderDenied = OrderSubmitted(
+                ts_event=cmd.ts_event, ts_init=cmd.ts_init, order_id=cmd.order_id, symbol=cmd.symbol
+            )
             self._commands.append(cmd)
         else:
             event = OrderDenied(ts_event=cmd.ts_event, ts_init=cmd.ts_init, order_id=cmd.order_id,

@@ -7,6 +7,7 @@ it raises, the process stops, and the journal rebuilds the state on restart (cra
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from foxhunt.messages.base import Enum
 from foxhunt.messages.orders import (
@@ -14,6 +15,7 @@ from foxhunt.messages.orders import (
     OrderCanceled,
     OrderCancelRejected,
     OrderDenied,
+    OrderEvent,
     OrderExpired,
     OrderFilled,
     OrderPartiallyFilled,
@@ -121,19 +123,20 @@ class Order:
     def is_open(self) -> bool:
         return self.status in OPEN_STATUSES
 
-    def apply(self, event: object) -> None:
+    def apply(self, event: OrderEvent) -> None:
         kind = type(event)  # messages are final classes: exact types, as the transition table has them
         self.status = TRANSITIONS.get((self.status, kind)) or next_status(self.status, event)  # which raises
         if kind is OrderFilled or kind is OrderPartiallyFilled:
-            self.filled_qty += event.last_qty
+            self.filled_qty += cast(OrderFilled, event).last_qty
             if self.filled_qty > self.quantity:
                 raise InvalidTransition(f"order {self.order_id} overfilled: {self.filled_qty} > {self.quantity}")
         elif kind is OrderAccepted:
-            self.venue_order_id = event.venue_order_id
+            self.venue_order_id = cast(OrderAccepted, event).venue_order_id
         elif kind is OrderReplaced:
-            self.quantity = event.quantity
-            self.price = event.price
-            self.trigger_price = event.trigger_price
+            replaced = cast(OrderReplaced, event)
+            self.quantity = replaced.quantity
+            self.price = replaced.price
+            self.trigger_price = replaced.trigger_price
 
 
 class Orders:
@@ -154,12 +157,12 @@ class Orders:
         except KeyError:
             raise InvalidTransition(f"event for unknown order {order_id}") from None
 
-    def apply(self, order_id: str, event: object) -> Order:
+    def apply(self, order_id: str, event: OrderEvent) -> Order:
         order = self.get(order_id)
         self.apply_to(order, event)
         return order
 
-    def apply_to(self, order: Order, event: object) -> None:
+    def apply_to(self, order: Order, event: OrderEvent) -> None:
         """`apply` for an order already in hand (the kernel's order path)."""
         order.apply(event)
         if order.status in OPEN_STATUSES:

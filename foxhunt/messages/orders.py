@@ -148,3 +148,10 @@ class OrderPartiallyFilled(_Fill, frozen=True, kw_only=True):
 
 class OrderFilled(_Fill, frozen=True, kw_only=True):
     """The last fill of an order: `leaves_qty` is zero."""
+
+
+# What happens to one order, as the kernel's order path takes it: the gate's verdicts and the venue's reports.
+OrderEvent = (
+    OrderSubmitted | OrderDenied | OrderAccepted | OrderRejected | OrderCanceled | OrderCancelRejected
+    | OrderReplaced | OrderExpired | OrderPartiallyFilled | OrderFilled
+)

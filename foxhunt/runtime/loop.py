@@ -16,8 +16,9 @@ from typing import Literal, Protocol
 
 import anyio
 
-from foxhunt.core.kernel import Kernel, Step
-from foxhunt.messages.base import Derived, Input, Message
+from foxhunt.core.kernel import Kernel
+from foxhunt.core.step import Step
+from foxhunt.messages.base import Derived, Input
 from foxhunt.messages.market import MARKET_DATA_TYPES
 from foxhunt.messages.orders import CancelOrder, ReplaceOrder, SubmitOrder
 from foxhunt.ports import JournalWriter, Venue
@@ -31,26 +32,6 @@ class Observer(Protocol):
     def on_commit_wait(self, order_ids: list[str], started_ns: int, ended_ns: int) -> None: ...
 
     def on_send(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder, received_ns: int, sent_ns: int) -> None: ...
-
-
-class DiscardingJournal(JournalWriter):
-    """For backtests: numbers inputs like a journal would, keeps nothing."""
-
-    name = "(backtest)"
-
-    def __init__(self) -> None:
-        self._seq = 0
-
-    @property
-    def last_seq(self) -> int:
-        return self._seq
-
-    def append(self, message: Message, causation: int | None = None) -> int:
-        self._seq += 1
-        return self._seq
-
-    async def flush(self) -> None:
-        pass
 
 
 class TradingLoop:

@@ -16,6 +16,7 @@ from contextlib import aclosing
 
 import msgspec
 
+from foxhunt.adapters.journal_discard import DiscardingJournal
 from foxhunt.adapters.venue_sim import SimVenue
 from foxhunt.config import TradingConfig, trading_from_json
 from foxhunt.core.kernel import Kernel
@@ -26,7 +27,7 @@ from foxhunt.messages import codec
 from foxhunt.messages.system import RunStarted, VenueConnected, VenueDisconnected
 from foxhunt.ports import JournalStore, Record
 from foxhunt.runtime.clock import EventClock
-from foxhunt.runtime.loop import DiscardingJournal, TradingLoop
+from foxhunt.runtime.loop import TradingLoop
 from foxhunt.runtime.summary import summarize
 
 FROM_VENUE = frozenset(

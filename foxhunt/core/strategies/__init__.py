@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import msgspec
 
-from foxhunt.core.strategies.ema_cross import EmaCross, EmaCrossParams
-from foxhunt.core.strategies.zscore import ZScoreParams, ZScoreReversion
+from foxhunt.core.strategies.ema_cross import EmaCross
+from foxhunt.core.strategies.params import EmaCrossParams, ZScoreParams
+from foxhunt.core.strategies.zscore import ZScoreReversion
 from foxhunt.core.strategy import Strategy
 
 STRATEGIES: dict[str, type[Strategy]] = {"ema_cross": EmaCross, "zscore": ZScoreReversion}

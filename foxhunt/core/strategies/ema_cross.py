@@ -5,24 +5,11 @@ Trades often on noisy data, which is what the order path needs exercising with. 
 
 from __future__ import annotations
 
-from decimal import Decimal
-
-import msgspec
-
 from foxhunt.core.fixed import nanos
+from foxhunt.core.strategies.params import EmaCrossParams
 from foxhunt.core.strategy import Strategy, StrategyContext
 from foxhunt.messages.market import Bar, QuoteTick
 from foxhunt.messages.orders import OrderType, Side, TimeInForce
-
-
-class EmaCrossParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    fast: int = 10
-    slow: int = 40
-    trade_size: Decimal = Decimal("100000")
-
-    def __post_init__(self) -> None:
-        if not 0 < self.fast < self.slow:
-            raise ValueError(f"ema_cross needs 0 < fast < slow, got fast={self.fast} slow={self.slow}")
 
 
 class EmaCross(Strategy):

@@ -7,26 +7,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from decimal import Decimal
-
-import msgspec
 
 from foxhunt.core.fixed import nanos
+from foxhunt.core.strategies.params import ZScoreParams
 from foxhunt.core.strategy import Strategy, StrategyContext
 from foxhunt.messages.market import Bar, QuoteTick
 from foxhunt.messages.orders import OrderType, Side, TimeInForce
-
-
-class ZScoreParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    window: int = 100
-    entry_z: float = 2.0
-    exit_z: float = 0.5
-    trade_size: Decimal = Decimal("100000")
-    order_ttl: int = 20
-
-    def __post_init__(self) -> None:
-        if self.window < 2 or not 0 <= self.exit_z < self.entry_z or self.order_ttl < 1:
-            raise ValueError("zscore needs window >= 2, 0 <= exit_z < entry_z and order_ttl >= 1")
 
 
 class _Stats:
