@@ -27,14 +27,15 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from foxhunt import config
+from foxhunt import compiled, config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
+from foxhunt.adapters.journal_discard import DiscardingJournal
 from foxhunt.adapters.venue_sim import SimVenue
 from foxhunt.core.kernel import Kernel
 from foxhunt.core.risk import PreTradeRisk
 from foxhunt.messages.base import parse_fixed
 from foxhunt.runtime.clock import EventClock
-from foxhunt.runtime.loop import DiscardingJournal, TradingLoop
+from foxhunt.runtime.loop import TradingLoop
 from foxhunt.runtime.replay import build_kernel
 
 HERE = Path(__file__).resolve().parent
@@ -100,7 +101,8 @@ def main() -> None:
             results["nautilus subscribe-only"].append(run["seconds"])
             cpu["nautilus subscribe-only"].append(run["cpu_seconds"])
 
-    print(f"{len(quotes)} quotes, {args.repeats} repeats, medians (orders sent: {orders}):")
+    print(f"{len(quotes)} quotes, {args.repeats} repeats, medians (orders sent: {orders}; "
+          f"foxhunt's hot path {'compiled' if compiled.compiled_in_use() else 'as Python'}):")
     for label, times in (("wall clock", results), ("process CPU time", cpu)):
         rates = {name: len(quotes) / statistics.median(t) for name, t in times.items() if t}
         if "-v" in sys.argv:
