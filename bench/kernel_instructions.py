@@ -3,7 +3,7 @@
 The developers' machines are virtual and shared: the same code's quotes per second wander by 30% from one
 run to the next (docs/benchmarks.md), which hides a 10% change. valgrind's callgrind counts the
 instructions the process executes instead, the same for the same code and inputs whatever else the
-machine does. This runs the loop of kernel_throughput.py (TradingLoop.take, simulated venue, a journal
+machine does. This runs the loop of kernel_throughput.py (TradingLoop.take_nowait, simulated venue, a journal
 that keeps nothing) under callgrind twice, over `--small` and `--large` quotes, and prints the
 difference per quote, so start-up and imports cancel out. Compare two commits by running it in each.
 
@@ -65,8 +65,11 @@ def run(strategy: str, quotes: int, made: int) -> None:
 
     async def go() -> None:
         loop = TradingLoop(kernel, SimVenue(kernel.instruments, trading.venue, EventClock()), DiscardingJournal())
+        take = loop.take_nowait
         for quote in feed:
-            await loop.take(quote)
+            rest = take(quote)
+            if rest is not None:
+                await rest
 
     anyio.run(go)
 

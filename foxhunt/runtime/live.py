@@ -313,7 +313,9 @@ async def _consume(
                 control.request_stop("duration")
             continue
         clock.advance(msg.ts_init)
-        await loop.take(msg)
+        rest = loop.take_nowait(msg)
+        if rest is not None:
+            await rest
         count += 1
         if req.max_events is not None and count >= req.max_events:
             control.request_stop("max-events")

@@ -55,12 +55,17 @@ class TradingLoop:
 
     async def take(self, msg: Input) -> None:
         """One input from a source: market data goes through `market`, anything else through `submit`."""
+        rest = self.take_nowait(msg)
+        if rest is not None:
+            await rest
+
+    def take_nowait(self, msg: Input) -> Awaitable[object] | None:
+        """`take` without a coroutine of its own for the input that needs none (most market data): None
+        when it is handled; otherwise what is left, which the caller must await. The daemon and replay
+        call this for every input."""
         if type(msg) in MARKET_DATA_TYPES:
-            rest = self.market_nowait(msg)
-            if rest is not None:
-                await rest
-        else:
-            await self.submit(msg)
+            return self.market_nowait(msg)
+        return self.submit(msg)
 
     async def market(self, msg: Input) -> None:
         """Market data: the kernel sees it, then the venue matches its resting orders against it, then

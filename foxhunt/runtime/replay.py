@@ -158,7 +158,9 @@ async def backtest(store: JournalStore, name: str, trading: TradingConfig) -> di
                 if record.causation is not None or type(msg) in FROM_VENUE:
                     continue
                 clock.advance(msg.ts_init)
-                await loop.take(msg)
+                rest = loop.take_nowait(msg)
+                if rest is not None:
+                    await rest
                 if type(msg) is RunStarted:
                     for connected in venue.connect():
                         await loop.submit(connected)
