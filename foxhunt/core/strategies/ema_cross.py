@@ -5,11 +5,22 @@ Trades often on noisy data, which is what the order path needs exercising with. 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from foxhunt.core.fixed import nanos
 from foxhunt.core.strategies.params import EmaCrossParams
 from foxhunt.core.strategy import Strategy, StrategyContext
 from foxhunt.messages.market import Bar, QuoteTick
 from foxhunt.messages.orders import OrderType, Side, TimeInForce
+
+
+@dataclass(slots=True)
+class _Averages:
+    """One symbol's two moving averages, and how many prices they have taken."""
+
+    fast: float
+    slow: float
+    updates: int = 1
 
 
 class EmaCross(Strategy):
@@ -21,7 +32,7 @@ class EmaCross(Strategy):
         self.alpha_fast = 2.0 / (params.fast + 1)
         self.alpha_slow = 2.0 / (params.slow + 1)
         self.warmup = params.slow
-        self.state: dict[str, list] = {}  # symbol -> [fast ema, slow ema, updates]
+        self.state: dict[str, _Averages] = {}
 
     def on_bar(self, bar: Bar, ctx: StrategyContext) -> None:
         self.on_price(bar.symbol, float(bar.close), ctx)
@@ -32,12 +43,12 @@ class EmaCross(Strategy):
     def on_price(self, symbol: str, price: float, ctx: StrategyContext) -> None:
         st = self.state.get(symbol)
         if st is None:
-            self.state[symbol] = [price, price, 1]
+            self.state[symbol] = _Averages(price, price)
             return
-        fast = st[0] = st[0] + self.alpha_fast * (price - st[0])
-        slow = st[1] = st[1] + self.alpha_slow * (price - st[1])
-        n = st[2] = st[2] + 1
-        if n < self.warmup or fast == slow:
+        fast = st.fast = st.fast + self.alpha_fast * (price - st.fast)
+        slow = st.slow = st.slow + self.alpha_slow * (price - st.slow)
+        st.updates += 1
+        if st.updates < self.warmup or fast == slow:
             return
         target = self.size if fast > slow else -self.size
         pos = ctx.positions.get(symbol)
