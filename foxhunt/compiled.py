@@ -13,8 +13,13 @@ before any of these modules is imported) compares them: when one source differs,
 run as Python, with a warning naming the file, until `scripts/setup` compiles them again.
 `FOXHUNT_PURE_PYTHON=1` runs them as Python whatever the build did.
 
-A compiled module must not define msgspec Structs (mypyc drops class keywords such as `frozen=True`), so
-their configuration Structs live next to them in modules that stay Python.
+Two rules for a compiled module, so that compiling never changes a result:
+- It defines no msgspec Structs (mypyc drops class keywords such as `frozen=True`); their configuration
+  Structs live beside them in modules that stay Python.
+- Its true divisions have a float on one side. mypyc divides two ints with `/` by converting each to a
+  double first, which for an operand beyond 2**53 (9 million units in nanos) can differ in the last bit
+  from Python's correctly rounded quotient; the risk engine, which divides nanos by nanos, stays Python.
+tests/test_compiled.py checks both.
 """
 
 from __future__ import annotations

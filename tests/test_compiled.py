@@ -160,6 +160,22 @@ def test_a_stale_build_warns_and_runs_python(tmp_path):
     assert "foxhunt/core/orders.py changed since it was compiled" in proc.stderr
 
 
+def test_every_true_division_in_a_compiled_module_has_a_float_on_one_side():
+    """mypyc divides int by int through two doubles, which Python does not (foxhunt/compiled.py): each `/`
+    in a compiled module has a float literal or float() on one side, or says on its line that it divides
+    floats."""
+    for module in compiled.MODULES:
+        source = compiled.source_path(module).read_text()
+        lines = source.splitlines()
+        for node in ast.walk(ast.parse(source)):
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
+                continue
+            sides = (node.left, node.right)
+            floats = any(isinstance(s, ast.Constant) and isinstance(s.value, float) for s in sides) or any(
+                isinstance(s, ast.Call) and isinstance(s.func, ast.Name) and s.func.id == "float" for s in sides)
+            assert floats or "float division" in lines[node.lineno - 1], f"{module}:{node.lineno}: {ast.unparse(node)}"
+
+
 def test_no_compiled_module_defines_a_msgspec_struct():
     """mypyc drops class keywords, so a Struct defined in a compiled module would lose frozen=True and the like."""
     for module in compiled.MODULES:

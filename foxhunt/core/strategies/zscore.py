@@ -58,11 +58,11 @@ class ZScoreReversion(Strategy):
         n = len(stats.values)
         if n < self.params.window:
             return
-        mean = stats.total / n
-        var = max(stats.total_sq / n - mean * mean, 0.0)
+        mean = stats.total / n  # float division: a float over an int (foxhunt/compiled.py)
+        var = max(stats.total_sq / n - mean * mean, 0.0)  # float division
         if var == 0.0:
             return
-        z = (mid - mean) / math.sqrt(var)
+        z = (mid - mean) / math.sqrt(var)  # float division
         working = ctx.open_orders(symbol)
         if working:
             self.age[symbol] = self.age.get(symbol, 0) + 1
