@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
 from foxhunt.messages.base import Input, Message
+from foxhunt.messages.market import MarketData
 from foxhunt.messages.orders import CancelOrder, ReplaceOrder, SubmitOrder
 
 PAGE_SIZE = 10_000
@@ -25,6 +26,9 @@ class Record(msgspec.Struct, frozen=True, gc=False):
     causation: int | None
     message: Message | None
     payload: bytes
+
+
+Page = list[Record]  # what a journal read yields: records in sequence order, at most PAGE_SIZE
 
 
 class JournalInfo(NamedTuple):
@@ -96,13 +100,13 @@ class JournalStore(abc.ABC):
     @abc.abstractmethod
     def read(
         self, name: str, from_seq: int = 1, limit: int | None = None, *, decode_derived: bool = True
-    ) -> AsyncIterator[list[Record]]:
+    ) -> AsyncGenerator[Page, None]:
         """Records in sequence order, in pages of at most PAGE_SIZE: memory stays flat however long the
         journal is, and the consumer's per-record loop stays synchronous. Replay, which compares derived
         events as bytes or skips them, reads with decode_derived=False."""
 
     @abc.abstractmethod
-    def tail(self, name: str, from_seq: int = 1) -> AsyncIterator[list[Record]]:
+    def tail(self, name: str, from_seq: int = 1) -> AsyncGenerator[Page, None]:
         """Like read, but waits for new records instead of ending."""
 
     async def aclose(self) -> None:
@@ -126,6 +130,6 @@ class Venue(Protocol):
 
     def send(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder) -> list[Input]: ...
 
-    def on_market(self, msg: Input) -> list[Input]: ...
+    def on_market(self, msg: MarketData) -> list[Input]: ...
 
     async def run(self, publish: Callable[[Input], Awaitable[None]], *, task_status: Any = ...) -> None: ...

@@ -31,7 +31,7 @@ import msgspec
 from foxhunt.adapters.venue_sim_config import SimVenueConfig
 from foxhunt.core.fixed import nanos
 from foxhunt.messages.base import SCALE, Input, mul
-from foxhunt.messages.market import Bar, Instrument, PriceType, QuoteTick, TradeTick
+from foxhunt.messages.market import Bar, Instrument, MarketData, PriceType, QuoteTick
 from foxhunt.messages.orders import (
     CancelOrder,
     OrderAccepted,
@@ -109,7 +109,7 @@ class SimVenue:
             self._process(cmd)
         return self._out
 
-    def on_market(self, msg: QuoteTick | Bar | TradeTick) -> list[Input]:
+    def on_market(self, msg: MarketData) -> list[Input]:
         ts = msg.ts_event
         if not self.pending and not self.working:  # the common case: nothing to match, only the book moves
             if ts > self.now:

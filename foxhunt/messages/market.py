@@ -61,4 +61,5 @@ class Bar(Input, frozen=True, kw_only=True):
     volume: int = 0
 
 
+MarketData = QuoteTick | TradeTick | Bar
 MARKET_DATA_TYPES = frozenset({QuoteTick, TradeTick, Bar})  # `type(msg) in MARKET_DATA_TYPES`: one hash lookup

@@ -12,14 +12,14 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Literal, Protocol
+from typing import Literal, Protocol, cast
 
 import anyio
 
 from foxhunt.core.kernel import Kernel
 from foxhunt.core.step import Step
 from foxhunt.messages.base import Derived, Input
-from foxhunt.messages.market import MARKET_DATA_TYPES
+from foxhunt.messages.market import MARKET_DATA_TYPES, MarketData
 from foxhunt.messages.orders import CancelOrder, ReplaceOrder, SubmitOrder
 from foxhunt.ports import JournalWriter, Venue
 
@@ -64,17 +64,17 @@ class TradingLoop:
         when it is handled; otherwise what is left, which the caller must await. The daemon and replay
         call this for every input."""
         if type(msg) in MARKET_DATA_TYPES:
-            return self.market_nowait(msg)
+            return self.market_nowait(cast(MarketData, msg))
         return self.submit(msg)
 
-    async def market(self, msg: Input) -> None:
+    async def market(self, msg: MarketData) -> None:
         """Market data: the kernel sees it, then the venue matches its resting orders against it, then
         the commands the kernel decided are sent (so they meet the book this data describes)."""
         rest = self.market_nowait(msg)
         if rest is not None:
             await rest
 
-    def market_nowait(self, msg: Input) -> Awaitable[None] | None:
+    def market_nowait(self, msg: MarketData) -> Awaitable[None] | None:
         """`market` without a coroutine of its own for the common tick, which waits for nothing, commands
         nothing and brings no venue report: it is then handled when this returns None. Otherwise what is
         left (back-pressure, sends, the venue's reports) is returned, and the caller must await it."""
@@ -82,7 +82,7 @@ class TradingLoop:
             return self._market_after_relief(msg)
         return self._market_now(msg)
 
-    async def _market_after_relief(self, msg: Input) -> None:
+    async def _market_after_relief(self, msg: MarketData) -> None:
         # relieve() returns once the writer has taken its turn; the journal may still count as backlogged
         # (a queue past one batch but short of its limit), and the input is taken all the same
         await self._wait(self.journal.relieve)
@@ -90,7 +90,7 @@ class TradingLoop:
         if rest is not None:
             await rest
 
-    def _market_now(self, msg: Input) -> Awaitable[None] | None:
+    def _market_now(self, msg: MarketData) -> Awaitable[None] | None:
         journal = self.journal
         # _handle, inlined: this runs for every tick of every backtest
         seq = journal.append(msg)
