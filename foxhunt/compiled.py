@@ -56,7 +56,13 @@ def source_digest(module: str) -> str:
 
 
 def write_record() -> None:
-    """Record the sources being compiled (setup.py calls it when it builds the extensions)."""
+    """Record the sources just compiled (setup.py calls it once the extensions are built), and remove what
+    an earlier build compiled of a module no longer listed, which would otherwise go on being imported."""
+    earlier = json.loads(RECORD.read_text()) if RECORD.exists() else {}
+    for module in set(earlier) - set(MODULES):
+        extension = extension_path(module)
+        if extension is not None:
+            extension.unlink()
     RECORD.write_text(json.dumps({m: source_digest(m) for m in MODULES}, indent=1) + "\n")
 
 

@@ -140,6 +140,24 @@ def test_a_source_changed_since_it_was_compiled_is_named_and_run_as_python(tmp_p
     assert compiled._SourceFirst().find_spec("foxhunt.core.risk") is None  # not compiled: the usual import
 
 
+def test_a_build_removes_what_an_earlier_one_compiled_of_a_module_no_longer_listed(tmp_path, monkeypatch):
+    import importlib.machinery
+
+    (tmp_path / "pkg").mkdir()
+    for name in ("kept", "dropped"):
+        (tmp_path / "pkg" / f"{name}.py").write_text(f"NAME = {name!r}\n")
+        (tmp_path / "pkg" / f"{name}{importlib.machinery.EXTENSION_SUFFIXES[0]}").write_bytes(b"")
+    monkeypatch.setattr(compiled, "ROOT", tmp_path)
+    monkeypatch.setattr(compiled, "RECORD", tmp_path / "record.json")
+    monkeypatch.setattr(compiled, "MODULES", ("pkg.dropped", "pkg.kept"))
+    compiled.write_record()
+    monkeypatch.setattr(compiled, "MODULES", ("pkg.kept",))  # the next build compiles one module less
+    compiled.write_record()
+    assert compiled.extension_path("pkg.dropped") is None  # its compiled file is gone, its source stays
+    assert (tmp_path / "pkg" / "dropped.py").exists() and compiled.extension_path("pkg.kept") is not None
+    assert json.loads(compiled.RECORD.read_text()) == {"pkg.kept": compiled.source_digest("pkg.kept")}
+
+
 def test_a_stale_build_warns_and_runs_python(tmp_path):
     """The same, end to end: a process that finds a stale record warns, names the file, and runs Python."""
     if not compiled.up_to_date():
