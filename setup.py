@@ -19,7 +19,8 @@ class build_ext_and_record(build_ext):  # noqa: N801 - setuptools' naming
 
     def run(self):
         super().run()
-        compiled["write_record"]()
+        if self.extensions:  # with FOXHUNT_COMPILE=0 nothing was built, and nothing may be vouched for
+            compiled["write_record"]()
 
 
 ext_modules = []
