@@ -29,5 +29,7 @@ if os.environ.get("FOXHUNT_COMPILE", "1") != "0":
 
     sources = [str(compiled["source_path"](m).relative_to(compiled["ROOT"])) for m in compiled["MODULES"]]
     ext_modules = mypycify(sources, group_name="foxhunt_native")
+else:
+    compiled["remove_compiled"]()  # installed without compiling: all of it runs as Python
 
 setup(ext_modules=ext_modules, cmdclass={"build_ext": build_ext_and_record})

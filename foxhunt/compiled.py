@@ -66,6 +66,17 @@ def write_record() -> None:
     RECORD.write_text(json.dumps({m: source_digest(m) for m in MODULES}, indent=1) + "\n")
 
 
+def remove_compiled() -> None:
+    """Remove every compiled module and the record (setup.py, when told not to compile): what is installed
+    without compiling runs as Python, whatever an earlier build left."""
+    earlier = json.loads(RECORD.read_text()) if RECORD.exists() else {}
+    for module in set(earlier) | set(MODULES):
+        extension = extension_path(module)
+        if extension is not None:
+            extension.unlink()
+    RECORD.unlink(missing_ok=True)
+
+
 def extension_path(module: str) -> Path | None:
     """The compiled module beside the source, if there is one."""
     source = source_path(module)

@@ -158,6 +158,22 @@ def test_a_build_removes_what_an_earlier_one_compiled_of_a_module_no_longer_list
     assert json.loads(compiled.RECORD.read_text()) == {"pkg.kept": compiled.source_digest("pkg.kept")}
 
 
+def test_installing_without_compiling_removes_what_an_earlier_build_compiled(tmp_path, monkeypatch):
+    import importlib.machinery
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text("NAME = 'mod'\n")
+    (tmp_path / "pkg" / f"mod{importlib.machinery.EXTENSION_SUFFIXES[0]}").write_bytes(b"")
+    monkeypatch.setattr(compiled, "ROOT", tmp_path)
+    monkeypatch.setattr(compiled, "RECORD", tmp_path / "record.json")
+    monkeypatch.setattr(compiled, "MODULES", ("pkg.mod",))
+    compiled.write_record()
+    assert compiled.up_to_date()
+    compiled.remove_compiled()
+    assert compiled.extension_path("pkg.mod") is None and not compiled.RECORD.exists()
+    assert (tmp_path / "pkg" / "mod.py").exists() and compiled.stale_sources() == []
+
+
 def test_a_stale_build_warns_and_runs_python(tmp_path):
     """The same, end to end: a process that finds a stale record warns, names the file, and runs Python."""
     if not compiled.up_to_date():
