@@ -97,7 +97,7 @@ async def tick_to_wire(store: PostgresJournalStore, trading, quotes: list, durab
         for q in quotes:
             before = len(venue.sent_at)
             started = time.perf_counter_ns()
-            await loop.market(q)
+            await loop.take(q)
             if len(venue.sent_at) > before:
                 samples.append(venue.sent_at[before] - started)
     return samples

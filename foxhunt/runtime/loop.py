@@ -54,7 +54,8 @@ class TradingLoop:
         self.observer: Observer | None = None  # telemetry; None: off, at no cost
 
     async def take(self, msg: Input) -> None:
-        """One input from a source: market data goes through `market`, anything else through `submit`."""
+        """One input from a source: market data goes through `market_nowait`, anything else through
+        `submit`."""
         rest = self.take_nowait(msg)
         if rest is not None:
             await rest
@@ -67,17 +68,12 @@ class TradingLoop:
             return self.market_nowait(cast(MarketData, msg))
         return self.submit(msg)
 
-    async def market(self, msg: MarketData) -> None:
-        """Market data: the kernel sees it, then the venue matches its resting orders against it, then
-        the commands the kernel decided are sent (so they meet the book this data describes)."""
-        rest = self.market_nowait(msg)
-        if rest is not None:
-            await rest
-
     def market_nowait(self, msg: MarketData) -> Awaitable[None] | None:
-        """`market` without a coroutine of its own for the common tick, which waits for nothing, commands
-        nothing and brings no venue report: it is then handled when this returns None. Otherwise what is
-        left (back-pressure, sends, the venue's reports) is returned, and the caller must await it."""
+        """Market data: the kernel sees it, then the venue matches its resting orders against it, then
+        the commands the kernel decided are sent (so they meet the book this data describes). The common
+        tick waits for nothing, commands nothing and brings no venue report: it is handled when this
+        returns None, without a coroutine of its own. Otherwise what is left (back-pressure, sends, the
+        venue's reports) is returned, and the caller must await it."""
         if self.journal.backlogged:
             return self._market_after_relief(msg)
         return self._market_now(msg)
