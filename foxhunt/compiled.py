@@ -58,23 +58,26 @@ def source_digest(module: str) -> str:
 def write_record() -> None:
     """Record the sources just compiled (setup.py calls it once the extensions are built), and remove what
     an earlier build compiled of a module no longer listed, which would otherwise go on being imported."""
-    earlier = json.loads(RECORD.read_text()) if RECORD.exists() else {}
-    for module in set(earlier) - set(MODULES):
-        extension = extension_path(module)
-        if extension is not None:
-            extension.unlink()
+    _remove_extensions(set(_recorded()) - set(MODULES))
     RECORD.write_text(json.dumps({m: source_digest(m) for m in MODULES}, indent=1) + "\n")
 
 
 def remove_compiled() -> None:
     """Remove every compiled module and the record (setup.py, when told not to compile): what is installed
     without compiling runs as Python, whatever an earlier build left."""
-    earlier = json.loads(RECORD.read_text()) if RECORD.exists() else {}
-    for module in set(earlier) | set(MODULES):
+    _remove_extensions(set(_recorded()) | set(MODULES))
+    RECORD.unlink(missing_ok=True)
+
+
+def _recorded() -> dict[str, str]:
+    return json.loads(RECORD.read_text()) if RECORD.exists() else {}
+
+
+def _remove_extensions(modules: set[str]) -> None:
+    for module in modules:
         extension = extension_path(module)
         if extension is not None:
             extension.unlink()
-    RECORD.unlink(missing_ok=True)
 
 
 def extension_path(module: str) -> Path | None:
@@ -89,7 +92,7 @@ def extension_path(module: str) -> Path | None:
 
 def stale_sources() -> list[str]:
     """The sources of compiled modules that differ from what was compiled (all of them with no record)."""
-    recorded = json.loads(RECORD.read_text()) if RECORD.exists() else {}
+    recorded = _recorded()
     return [str(source_path(m).relative_to(ROOT)) for m in MODULES
             if extension_path(m) is not None and recorded.get(m) != source_digest(m)]
 
