@@ -1,19 +1,22 @@
 """Order-to-acknowledgement round trip over loopback against a quickfix acceptor (issue 6).
 
-The exchange is tests/fix_exchange.py in its own process (a quickfix SocketAcceptor that acknowledges and
-fills a market order at once). Two clients, interleaved in one run, one order at a time:
+The exchange is tests/fix_exchange.py in its own process (a quickfix SocketAcceptor). The orders are limit
+orders that rest, so the acknowledgement is the only answer; with --market they are market orders, which
+the exchange acknowledges and fills at once, so the fill's report arrives while the acknowledgement is
+being handled. Two clients, interleaved in one run, one order at a time:
 
 - bare: a quickfix SocketInitiator whose fromApp callback sets a threading.Event; the main thread builds
   the NewOrderSingle, sends it with Session.sendToTarget and waits. The floor: two quickfix processes.
-- foxhunt: FixVenue on the event loop; `send` translates the command and queues it for the sender thread;
-  the acknowledgement goes callback -> call_soon_threadsafe -> parsing -> OrderAccepted published.
+- foxhunt: FixVenue on the event loop; `send` translates the command and sends it (the rate limit is off);
+  the acknowledgement goes callback -> call_soon_threadsafe -> parsing -> OrderAccepted on the bus, which
+  the benchmark reads as the trading loop would.
 
 Both measure from the send call to the acknowledgement in hand. For foxhunt the share spent inside it is
 split out: the loop side of `send`, and from quickfix's callback to the published event; the rest is
 quickfix, the kernel's sockets and the exchange. The journal is not involved here: with durability
 `before_send` each order also waits for one durable commit before `send` (docs/benchmarks.md, issue 3).
 
-    .venv/bin/python bench/fix_round_trip.py [--orders 2000] [--rounds 3]
+    .venv/bin/python bench/fix_round_trip.py [--orders 2000] [--rounds 3] [--market]
 """
 
 from __future__ import annotations
@@ -34,8 +37,9 @@ import quickfix as fix
 from foxhunt.adapters.fix.session import FixEngine, bundled_fix44, settings_text
 from foxhunt.adapters.fix.venue import FixVenue
 from foxhunt.core.orders import Order, Orders
-from foxhunt.messages.base import parse_fixed
+from foxhunt.messages.base import Input, parse_fixed
 from foxhunt.messages.orders import OrderAccepted, OrderSubmitted, OrderType, Side, SubmitOrder
+from foxhunt.runtime.bus import DEFAULT_CAPACITY
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,7 +90,12 @@ class Bare(fix.Application):
             self.acked.set()
 
 
-def bare_round_trips(base: Path, port: int, n: int) -> list[float]:
+def order_fields(market: bool) -> tuple[tuple[int, str], ...]:
+    """OrdType(40) and Price(44) of the benchmark's orders: a buy at 1.0 rests; a market order fills."""
+    return ((40, "1"),) if market else ((40, "2"), (44, "1.0"))
+
+
+def bare_round_trips(base: Path, port: int, n: int, market: bool) -> list[float]:
     settings = fix.SessionSettings(str(client_settings(base, port, "BARE")))
     app = Bare()
     initiator = fix.SocketInitiator(app, fix.FileStoreFactory(settings), settings, fix.FileLogFactory(settings))
@@ -101,7 +110,7 @@ def bare_round_trips(base: Path, port: int, n: int) -> list[float]:
         m.getHeader().setField(fix.BeginString("FIX.4.4"))
         m.getHeader().setField(fix.MsgType("D"))
         for tag, value in ((11, f"b{i}"), (55, "EURUSD"), (54, "1"), (60, "20261201-00:00:00.000"), (38, "1000"),
-                           (40, "1"), (59, "1")):
+                           *order_fields(market), (59, "1")):
             m.setField(tag, value)
         fix.Session.sendToTarget(m, sid)
         app.acked.wait(5)
@@ -110,13 +119,12 @@ def bare_round_trips(base: Path, port: int, n: int) -> list[float]:
     return out
 
 
-async def foxhunt_round_trips(base: Path, port: int, n: int) -> tuple[list[float], list[float], list[float]]:
+async def foxhunt_round_trips(base: Path, port: int, n: int, market: bool) -> tuple[list[float], list[float], list[float]]:
     book = Orders()
     engine = FixEngine(client_settings(base, port, "FOXHUNT"), "FOXHUNT", "EXCH", max_per_second=0)
     venue = FixVenue("FIX", engine, lambda: book.by_id)
-    acked = anyio.Event()
+    bus, reports = anyio.create_memory_object_stream[Input](DEFAULT_CAPACITY)  # read here, as the trading loop would
     inbound: list[float] = []
-    arrival: dict[str, float] = {}
     original = venue._translate
 
     def translate(item):  # measures from quickfix's callback to the translated event, then passes it on
@@ -124,30 +132,26 @@ async def foxhunt_round_trips(base: Path, port: int, n: int) -> tuple[list[float
         for e in events:
             if isinstance(e, OrderAccepted):
                 inbound.append(time.time_ns() / 1e9 - item[2] / 1e9)
-                arrival[e.order_id] = time.perf_counter()
         return events
 
     venue._translate = translate
 
-    async def publish(msg) -> None:
-        if isinstance(msg, OrderAccepted):
-            acked.set()
-
     trips, sends = [], []
     async with anyio.create_task_group() as tg:
-        await tg.start(venue.run, publish)
+        await tg.start(venue.run, bus)
         while not venue.connected:
             await anyio.sleep(0.01)
         for i in range(n):
-            acked = anyio.Event()
             cmd = SubmitOrder(ts_event=1, ts_init=time.time_ns(), order_id=f"f{i}", strategy_id="b", symbol="EURUSD",
-                              side=Side.BUY, order_type=OrderType.MARKET, quantity=parse_fixed("1000"))
+                              side=Side.BUY, order_type=OrderType.MARKET if market else OrderType.LIMIT,
+                              quantity=parse_fixed("1000"), price=None if market else parse_fixed("1.0"))
             book.add(Order.from_command(cmd))
             book.apply(cmd.order_id, OrderSubmitted(ts_event=1, ts_init=1, order_id=cmd.order_id, symbol="EURUSD"))
             started = time.perf_counter()
             venue.send(cmd)
             sends.append(time.perf_counter() - started)
-            await acked.wait()
+            while not isinstance(await reports.receive(), OrderAccepted):
+                pass
             trips.append(time.perf_counter() - started)
         tg.cancel_scope.cancel()
     return trips, sends, inbound
@@ -161,6 +165,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--orders", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--market", action="store_true", help="market orders, filled at once (default: resting limits)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
@@ -170,15 +175,16 @@ def main() -> None:
         bare, fox, sends, inbound = [], [], [], []
         try:
             for _ in range(args.rounds):  # interleaved: the machine's noise hits both
-                bare += bare_round_trips(base, bare_port, args.orders)
-                t, s, i = anyio.run(foxhunt_round_trips, base / "f", fox_port, args.orders,
+                bare += bare_round_trips(base, bare_port, args.orders, args.market)
+                t, s, i = anyio.run(foxhunt_round_trips, base / "f", fox_port, args.orders, args.market,
                                     backend_options={"use_uvloop": True})
                 fox, sends, inbound = fox + t, sends + s, inbound + i
         finally:
             for proc in exchanges:
                 proc.stdin.close()
                 proc.wait(10)
-    print(f"orders={args.orders} x rounds={args.rounds}, one at a time, loopback; microseconds")
+    kind = "market orders, filled at once" if args.market else "resting limit orders"
+    print(f"orders={args.orders} x rounds={args.rounds}, {kind}, one at a time, loopback; microseconds")
     for name, values in (("bare quickfix", bare), ("foxhunt", fox), ("  foxhunt send()", sends),
                          ("  foxhunt callback->event", inbound)):
         print(f"{name:<28} p50 {pct(values, 50):8.1f}  p99 {pct(values, 99):8.1f}")

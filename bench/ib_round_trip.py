@@ -5,8 +5,8 @@ a time that rests (so the answer is openOrder and orderStatus Submitted, then no
 send call to the status in hand, for two clients interleaved in one run:
 
 - bare ib_async: `IB.placeOrder`, then wait for the trade's statusEvent;
-- foxhunt: `IbVenue.send` (translate the command, `IB.placeOrder`), then wait for `OrderAccepted` to be
-  published by the venue's pump, as the trading loop would receive it.
+- foxhunt: `IbVenue.send` (translate the command, `IB.placeOrder`), then read the bus the venue publishes
+  on until `OrderAccepted` comes, as the trading loop would.
 
     .venv/bin/python bench/ib_round_trip.py [--orders 2000] [--rounds 3]
 """
@@ -21,13 +21,15 @@ import sys
 import time
 from pathlib import Path
 
+import anyio
 from ib_async import IB, Forex, LimitOrder
 
 from foxhunt.adapters.ib.venue import IbContract, IbVenue
 from foxhunt.core.orders import Order, Orders
-from foxhunt.messages.base import parse_fixed
+from foxhunt.messages.base import Input, parse_fixed
 from foxhunt.messages.market import Instrument
 from foxhunt.messages.orders import OrderAccepted, OrderSubmitted, OrderType, Side, SubmitOrder
+from foxhunt.runtime.bus import DEFAULT_CAPACITY
 
 ROOT = Path(__file__).resolve().parents[1]
 EURUSD = Instrument(symbol="EURUSD", tick_size=parse_fixed("0.00005"), lot_size=parse_fixed("1"), currency="USD")
@@ -51,17 +53,11 @@ async def bare(port: int, n: int) -> list[float]:
 
 async def foxhunt(port: int, n: int) -> list[float]:
     book = Orders()
-    accepted = asyncio.Event()
-
-    async def publish(msg) -> None:
-        if isinstance(msg, OrderAccepted):
-            book.apply(msg.order_id, msg)
-            accepted.set()
-
+    bus, reports = anyio.create_memory_object_stream[Input](DEFAULT_CAPACITY)  # read here, as the trading loop would
     ib = IB()
     ib.client.MaxRequests = 0
     venue = IbVenue("IB", ib, "127.0.0.1", port, 12, {"EURUSD": IbContract(EURUSD, "CASH")}, lambda: book.by_id)
-    task = asyncio.create_task(venue.run(publish))
+    task = asyncio.create_task(venue.run(bus))
     while not venue.connected:
         await asyncio.sleep(0.01)
     out = []
@@ -70,11 +66,12 @@ async def foxhunt(port: int, n: int) -> list[float]:
                           order_type=OrderType.LIMIT, quantity=parse_fixed("20000"), price=parse_fixed("1.0"))
         book.add(Order.from_command(cmd))
         book.apply(cmd.order_id, OrderSubmitted(ts_event=1, ts_init=1, order_id=cmd.order_id, symbol="EURUSD"))
-        accepted.clear()
         started = time.perf_counter()
         venue.send(cmd)
-        await accepted.wait()
+        while not isinstance(msg := await reports.receive(), OrderAccepted):
+            pass
         out.append(time.perf_counter() - started)
+        book.apply(msg.order_id, msg)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     return out

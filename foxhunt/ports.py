@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, NamedTuple, Protocol
 
 import msgspec
+from anyio.streams.memory import MemoryObjectSendStream
 
 from foxhunt.messages.base import Input, Message
 from foxhunt.messages.market import MarketData
@@ -121,7 +122,7 @@ class Clock(Protocol):
 
 class Venue(Protocol):
     """Where approved commands go. `send` and `on_market` return the reports known at once (a simulated
-    venue's); a real venue's reports arrive later, and `run` publishes them as inputs until cancelled."""
+    venue's); a real venue's reports arrive later, and `run` publishes them on the bus until cancelled."""
 
     name: str
     keeps_orders: bool  # whether working orders outlive a restart of foxhunt (a real venue's do)
@@ -132,4 +133,4 @@ class Venue(Protocol):
 
     def on_market(self, msg: MarketData) -> list[Input]: ...
 
-    async def run(self, publish: Callable[[Input], Awaitable[None]], *, task_status: Any = ...) -> None: ...
+    async def run(self, bus: MemoryObjectSendStream[Input], *, task_status: Any = ...) -> None: ...

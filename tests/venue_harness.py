@@ -1,6 +1,6 @@
-"""What the tests of a real venue (FIX, Interactive Brokers) share: the venue's report pump running, an
-order book kept by the real order state machine (core/orders.py) as the kernel would keep it, and every
-input the venue published."""
+"""What the tests of a real venue (FIX, Interactive Brokers) share: the venue running and publishing on a
+bus (a bounded memory stream, as the daemon's), an order book kept by the real order state machine
+(core/orders.py) as the kernel would keep it, and every input the venue published."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import contextlib
 from collections.abc import Callable
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from foxhunt.core.orders import Order, Orders
 from foxhunt.messages.base import Input
@@ -26,6 +27,7 @@ from foxhunt.messages.orders import (
     SubmitOrder,
 )
 from foxhunt.messages.system import VenueConnected
+from foxhunt.runtime.bus import DEFAULT_CAPACITY
 
 ORDER_EVENTS = (OrderAccepted, OrderCanceled, OrderCancelRejected, OrderFilled, OrderPartiallyFilled, OrderRejected,
                 OrderReplaced)
@@ -40,17 +42,23 @@ class VenueHarness:
         self.events: list[Input] = []
         self.seq = 0
 
-    async def publish(self, msg: Input) -> None:
+    def record(self, msg: Input) -> None:
         self.events.append(msg)
         if isinstance(msg, ORDER_EVENTS):
             self.book.apply(msg.order_id, msg)
 
+    async def consume(self, bus: MemoryObjectReceiveStream[Input]) -> None:
+        async for msg in bus:
+            self.record(msg)
+
     @contextlib.asynccontextmanager
     async def running(self, connect: bool = True):
-        """The venue's pump running, connected and reconciled (unless `connect` is false); stopped (and
-        disconnected) on the way out."""
+        """The venue running and publishing on a bus that this harness reads, connected and reconciled
+        (unless `connect` is false); stopped (and disconnected) on the way out."""
+        send, receive = anyio.create_memory_object_stream[Input](DEFAULT_CAPACITY)
         async with anyio.create_task_group() as tg:
-            await tg.start(self.venue.run, self.publish)
+            tg.start_soon(self.consume, receive)
+            await tg.start(self.venue.run, send)
             if connect:
                 await self.connected()
             yield

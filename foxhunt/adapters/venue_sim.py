@@ -94,7 +94,7 @@ class SimVenue:
 
     keeps_orders = False  # its book lives in this process only
 
-    async def run(self, publish, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, bus, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
         """Nothing arrives later: every report is returned by send() and on_market()."""
         task_status.started()
 

@@ -368,7 +368,7 @@ async def _run_venue(
     """A real venue's reports, published as they arrive (a simulated venue returns at once). They do not
     keep the run alive: it ends with the feed, once what the feed sent is handled."""
     with publisher:
-        await venue.run(publisher.send, task_status=task_status)
+        await venue.run(publisher, task_status=task_status)
 
 
 async def _watch_signals(control: _Control, req: RunRequest, console: Console) -> None:

@@ -4,7 +4,7 @@ quickfix calls `Application` methods on its own C++ thread, a message is valid o
 a Python exception escaping a callback ends the process. So every callback copies the raw message as a
 string, hands it to the event loop through `call_soon_threadsafe` (our own outgoing messages are only
 kept, for matching a session reject to its order), and catches everything, logging it with the raw
-message. Sending (`Session.sendToTarget`: quickfix writes its message store, unsynced, and
+message. On the loop, the venue's `receive` turns each delivery into inputs in that same callback. Sending (`Session.sendToTarget`: quickfix writes its message store, unsynced, and
 hands the bytes to its non-blocking socket, the GIL released) happens on the event loop when the message
 rate allows it and nothing waits ahead, which costs the loop tens of microseconds and saves the order a
 thread hand-off; a message the rate limit holds back goes to a sender thread of our own that waits it out,
@@ -142,15 +142,14 @@ def _text(session_id) -> str:
 
 
 class FixEngine:
-    """One initiator session: started and stopped from the event loop, delivering into `inbox`."""
+    """One initiator session: started and stopped from the event loop, delivering to `receive` on it."""
 
     def __init__(self, settings_path: Path, sender: str, target: str, max_per_second: float) -> None:
         self.settings_path = settings_path
         self.session_id = fix.SessionID("FIX.4.4", sender, target)
         self.max_per_second = max_per_second
-        self.inbox: list[Inbound] = []
         self.sent: deque[str] = deque(maxlen=SENT_REMEMBERED)  # raw, oldest first
-        self.arrived = asyncio.Event()
+        self._receive: Callable[[Inbound], None] | None = None
         self._outbox: queue.SimpleQueue[tuple[str, list[tuple[int, str]]] | None] = queue.SimpleQueue()
         self._initiator = None
         self._sender: threading.Thread | None = None
@@ -162,8 +161,10 @@ class FixEngine:
         self._next_at = 0.0
         self._queued = 0
 
-    def start(self) -> None:
+    def start(self, receive: Callable[[Inbound], None]) -> None:
+        """Start the engine; every delivery is passed to `receive`, on this event loop, in order."""
         self._loop = asyncio.get_running_loop()
+        self._receive = receive
         settings = fix.SessionSettings(str(self.settings_path))
         self._app = _Application(self._deliver, self.sent)
         self._initiator = fix.SocketInitiator(self._app, fix.FileStoreFactory(settings), settings,
@@ -204,13 +205,9 @@ class FixEngine:
         return None
 
     def _deliver(self, item: Inbound) -> None:  # on quickfix's thread
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._arrive, item)
-
-    def _arrive(self, item: Inbound) -> None:  # on the event loop
-        self.inbox.append(item)
-        self.arrived.set()
+        loop, receive = self._loop, self._receive
+        if loop is not None and receive is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(receive, item)
 
     def _send_loop(self) -> None:
         while True:

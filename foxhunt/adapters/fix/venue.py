@@ -2,8 +2,9 @@
 
 Everything here runs on the event loop. `send` translates a command and hands it to the engine, which
 sends it at once or, held back by the message rate limit, from its sender thread; it returns no
-reports, because a real venue answers later: `run` turns what the engine delivered into inputs and
-publishes them to the bus, where they are journaled and handled like any other input.
+reports, because a real venue answers later: each delivery of the engine is turned into inputs as it
+reaches the loop and published to the bus (`Reports`), where they are journaled and handled like any
+other input.
 
 Session events are inputs too: a logon, a logout or a lost connection, sequence resets, resend requests
 and session-level rejects. After a disconnect the kernel holds new orders for the venue (it is down);
@@ -20,18 +21,19 @@ messages with a bad checksum or length before they reach us (and logs them in it
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import anyio
 import anyio.abc
 import structlog
+from anyio.streams.memory import MemoryObjectSendStream
 
 from foxhunt.adapters.fix import parsing
 from foxhunt.adapters.fix.parsing import FixParseError, Working
 from foxhunt.adapters.fix.session import FixEngine, Inbound
-from foxhunt.adapters.venue_remote import RemoteVenue
+from foxhunt.adapters.venue_remote import RemoteVenue, Reports
 from foxhunt.core.orders import Order
 from foxhunt.messages.base import Input
 from foxhunt.messages.orders import (
@@ -51,12 +53,6 @@ log = structlog.get_logger("foxhunt.fix")
 TERMINAL = (OrderFilled, OrderCanceled, OrderRejected, OrderExpired)
 
 
-@dataclass
-class _Reconciling:
-    waiting: set[str]
-    deadline: float
-
-
 class FixVenue(RemoteVenue):
     def __init__(
         self, name: str, engine: FixEngine, orders: Callable[[], dict[str, Order]], account: str = "",
@@ -70,7 +66,8 @@ class FixVenue(RemoteVenue):
         self.cancel_on_reconnect = cancel_on_reconnect
         self.cl_ord_ids: dict[str, str] = {}  # order id -> the ClOrdID the venue knows it by now
         self._requests = 0
-        self._reconciling: _Reconciling | None = None
+        self.reports = Reports()
+        self._reconciling: set[str] | None = None  # orders whose status is awaited before trading resumes
         self.connected = False  # logged on and reconciled: trading
         self._logged_on = False
         self.closed: set[str] = set()  # orders whose last report has been published
@@ -91,33 +88,26 @@ class FixVenue(RemoteVenue):
                 self.engine.send("G", parsing.replace_request(cmd, self._next_id(cmd.order_id), working))
         return []
 
-    # --- the inbound pump --------------------------------------------------------------------------------
+    # --- inbound -----------------------------------------------------------------------------------------
 
     async def run(
-        self, publish: Callable[[Input], Awaitable[None]], *,
+        self, bus: MemoryObjectSendStream[Input], *,
         task_status: anyio.abc.TaskStatus = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Start the engine, then turn what it delivers into inputs until cancelled; stop the engine on
-        the way out (from a worker thread: it logs out, which blocks)."""
-        self.engine.start()
+        """Start the engine, then publish on `bus` what it delivers until cancelled; stop the engine on the
+        way out (from a worker thread: it logs out, which blocks)."""
+        self.engine.start(self._receive)
         task_status.started()
         try:
-            while True:
-                if self._reconciling is None:
-                    await self.engine.arrived.wait()
-                else:  # woken at least twice a second to see the reconciliation's deadline pass
-                    with anyio.move_on_after(0.5):
-                        await self.engine.arrived.wait()
-                self.engine.arrived.clear()
-                batch, self.engine.inbox = self.engine.inbox, []
-                for item in batch:
-                    for msg in self._translate(item):
-                        await publish(msg)
-                for msg in self._reconcile_deadline():
-                    await publish(msg)
+            await self.reports.pump(bus)
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self.engine.stop)
+
+    def _receive(self, item: Inbound) -> None:
+        """One delivery from the engine, on the event loop: its inputs go to the bus in this same callback."""
+        for msg in self._translate(item):
+            self.reports.emit(msg)
 
     def _translate(self, item: Inbound) -> list[Input]:
         kind, text, ts = item
@@ -167,7 +157,8 @@ class FixVenue(RemoteVenue):
         for order_id, order in working.items():
             self.engine.send("H", parsing.status_request(self.cl_ord_ids.get(order_id, order_id),
                                                          order.symbol, order.side))
-        self._reconciling = _Reconciling(set(working), time.monotonic() + self.reconcile_timeout)
+        self._reconciling = waiting = set(working)
+        asyncio.get_running_loop().call_later(self.reconcile_timeout, self._reconcile_deadline, waiting)
         return out
 
     def _reconciled(self, ts: int, detail: str) -> list[Input]:
@@ -184,13 +175,14 @@ class FixVenue(RemoteVenue):
                                           reason="cancel_on_reconnect"))
         return out
 
-    def _reconcile_deadline(self) -> list[Input]:
-        r = self._reconciling
-        if r is None or time.monotonic() < r.deadline:
-            return []
+    def _reconcile_deadline(self, waiting: set[str]) -> None:
+        """`reconcile_timeout` after a logon: if that logon's reconciliation still waits, trading resumes."""
+        if self._reconciling is not waiting:  # done, or the session went down and came up again since
+            return
         ts = time.time_ns()
-        return self._reconciled(ts, f"no status from the venue for {', '.join(sorted(r.waiting))} within "
-                                    f"{self.reconcile_timeout} s: kept as they were")
+        for msg in self._reconciled(ts, f"no status from the venue for {', '.join(sorted(waiting))} within "
+                                        f"{self.reconcile_timeout} s: kept as they were"):
+            self.reports.emit(msg)
 
     def _admin(self, parsed: parsing.Parsed, ts: int) -> list[Input]:
         f = parsed.fields
@@ -287,10 +279,10 @@ class FixVenue(RemoteVenue):
                                      reason=f"reconciled: {f.get(parsing.TEXT, 'rejected at the venue')}"))
         if any(isinstance(e, TERMINAL) for e in out):
             self.closed.add(order.order_id)
-        r = self._reconciling
-        if r is not None:
-            r.waiting.discard(order.order_id)
-            if not r.waiting:
+        waiting = self._reconciling
+        if waiting is not None:
+            waiting.discard(order.order_id)
+            if not waiting:
                 out += self._reconciled(ts, "every working order's status received")
         return out
 

@@ -1,0 +1,54 @@
+"""A remote venue's reports on their way to the bus (adapters/venue_remote.py: Reports): at once while
+the bus has room, in order always, and never dropped when it is full."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from foxhunt.adapters.venue_remote import Reports
+from foxhunt.messages.system import VenueConnected
+
+
+def report(i: int) -> VenueConnected:
+    return VenueConnected(ts_event=i, ts_init=i, venue="X")
+
+
+async def test_a_report_is_on_the_bus_when_emit_returns_while_the_bus_has_room():
+    bus, reader = anyio.create_memory_object_stream(10)
+    reports = Reports()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reports.pump, bus)
+        await anyio.wait_all_tasks_blocked()
+        reports.emit(report(1))
+        assert reader.receive_nowait() == report(1)  # no task had to run in between
+        tg.cancel_scope.cancel()
+
+
+async def test_reports_wait_in_order_for_a_full_bus_and_none_is_dropped():
+    bus, reader = anyio.create_memory_object_stream(2)
+    reports = Reports()
+    for i in range(3):  # before the venue runs: they wait
+        reports.emit(report(i))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reports.pump, bus)
+        await anyio.wait_all_tasks_blocked()
+        for i in range(3, 10):  # the bus is full: these queue behind the one the pump is waiting to put
+            reports.emit(report(i))
+        got = []
+        with anyio.fail_after(5):
+            while len(got) < 10:
+                got.append(await reader.receive())
+        reports.emit(report(10))  # the backlog is gone: straight onto the bus again
+        assert reader.receive_nowait() == report(10)
+        tg.cancel_scope.cancel()
+    assert [r.ts_event for r in got] == list(range(10))
+
+
+async def test_a_bus_that_nobody_reads_any_more_ends_the_venue_with_an_error():
+    bus, reader = anyio.create_memory_object_stream(2)
+    reader.close()
+    reports = Reports()
+    reports.emit(report(1))  # does not raise in the callback that emits it
+    with pytest.raises(anyio.BrokenResourceError), anyio.fail_after(5):
+        await reports.pump(bus)
