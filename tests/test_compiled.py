@@ -124,6 +124,15 @@ def test_compiled_and_python_derive_the_same_bytes_and_state():
     assert all(seq > 20_000 for seq in seqs.values()), seqs  # every run traded, not just took quotes
 
 
+def test_the_fix_parsing_tests_pass_as_python_too():
+    """This suite runs the compiled FIX parsing; its pinned results must hold for the Python source too."""
+    env = {**os.environ, "FOXHUNT_PURE_PYTHON": "1"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_fix_parsing.py"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert " passed" in proc.stdout
+
+
 def test_a_source_changed_since_it_was_compiled_is_named_and_run_as_python(tmp_path, monkeypatch):
     if not compiled.up_to_date():
         pytest.skip("nothing compiled to be stale")

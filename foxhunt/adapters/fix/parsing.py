@@ -12,6 +12,8 @@ Tags and enumerations are those of the FIX 4.4 specification (fixtrading.org, FI
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
@@ -102,10 +104,13 @@ def order_id_of(cl_ord_id: str) -> str:
 
 def utc_timestamp(ts_ns: int) -> str:
     """UTCTimestamp with milliseconds, YYYYMMDD-HH:MM:SS.sss, from integer nanoseconds."""
-    import datetime as dt
+    ms = ts_ns // 1_000_000
+    return f"{_utc_second(ms // 1000)}.{ms % 1000:03d}"
 
-    t = dt.datetime.fromtimestamp(ts_ns // 1_000_000_000, dt.UTC)
-    return f"{t:%Y%m%d-%H:%M:%S}.{ts_ns // 1_000_000 % 1000:03d}"
+
+@functools.lru_cache(maxsize=8)
+def _utc_second(second: int) -> str:  # orders come in bursts within a second: formatted once
+    return time.strftime("%Y%m%d-%H:%M:%S", time.gmtime(second))
 
 
 # --- outbound ------------------------------------------------------------------------------------
@@ -195,10 +200,11 @@ def execution_report(f: dict[int, str], ts: int) -> Input | None:
     ExecType I (order status) is for reconciliation: see `status_report`."""
     _require(f, CL_ORD_ID, EXEC_TYPE, SYMBOL)
     kind = EXEC_TYPES.get(f[EXEC_TYPE], "unknown")
-    stamps = {"ts_event": ts, "ts_init": ts, "order_id": order_id_of(f[CL_ORD_ID]), "symbol": f[SYMBOL]}
+    order_id, symbol = order_id_of(f[CL_ORD_ID]), f[SYMBOL]
     match kind:
         case "accepted":
-            return OrderAccepted(**stamps, venue_order_id=f.get(ORDER_ID, ""))
+            return OrderAccepted(ts_event=ts, ts_init=ts, order_id=order_id, symbol=symbol,
+                                 venue_order_id=f.get(ORDER_ID, ""))
         case "trade":
             _require(f, EXEC_ID, SIDE, LAST_QTY, LAST_PX, LEAVES_QTY)
             side = SIDES_IN.get(f[SIDE])
@@ -206,21 +212,23 @@ def execution_report(f: dict[int, str], ts: int) -> Input | None:
                 raise FixParseError(f"Side(54) {f[SIDE]!r} is neither 1 nor 2")
             leaves = _qty(f, LEAVES_QTY)
             cls = OrderFilled if leaves == 0 else OrderPartiallyFilled
-            return cls(**stamps, side=side, trade_id=f[EXEC_ID], last_qty=_qty(f, LAST_QTY),
-                       last_price=_qty(f, LAST_PX), leaves_qty=leaves,
+            return cls(ts_event=ts, ts_init=ts, order_id=order_id, symbol=symbol, side=side, trade_id=f[EXEC_ID],
+                       last_qty=_qty(f, LAST_QTY), last_price=_qty(f, LAST_PX), leaves_qty=leaves,
                        commission=_qty(f, COMMISSION) if COMMISSION in f else 0,
                        liquidity=LIQUIDITY.get(f.get(LAST_LIQUIDITY_IND, ""), "TAKER"))
         case "canceled":
-            return OrderCanceled(**stamps, reason=f.get(TEXT, "canceled by the venue"))
+            return OrderCanceled(ts_event=ts, ts_init=ts, order_id=order_id, symbol=symbol,
+                                 reason=f.get(TEXT, "canceled by the venue"))
         case "replaced":
             _require(f, ORDER_QTY)
-            return OrderReplaced(**stamps, quantity=_qty(f, ORDER_QTY),
-                                 price=_qty(f, PRICE) if PRICE in f else None,
+            return OrderReplaced(ts_event=ts, ts_init=ts, order_id=order_id, symbol=symbol,
+                                 quantity=_qty(f, ORDER_QTY), price=_qty(f, PRICE) if PRICE in f else None,
                                  trigger_price=_qty(f, STOP_PX) if STOP_PX in f else None)
         case "rejected":
-            return OrderRejected(**stamps, reason=_text(f, ORD_REJ_REASON, ORD_REJ_REASONS))
+            return OrderRejected(ts_event=ts, ts_init=ts, order_id=order_id, symbol=symbol,
+                                 reason=_text(f, ORD_REJ_REASON, ORD_REJ_REASONS))
         case "expired":
-            return OrderExpired(**stamps)
+            return OrderExpired(ts_event=ts, ts_init=ts, order_id=order_id, symbol=symbol)
         case None | "status":
             return None
     raise FixParseError(f"unknown ExecType(150) {f[EXEC_TYPE]!r}")
@@ -252,10 +260,9 @@ def business_reject_text(f: dict[int, str]) -> str:
 def refused(msg_type: str, order_id: str, symbol: str, reason: str, ts: int) -> Input:
     """Our message of `msg_type` refused by the counterparty: a new order is rejected; a cancel or replace
     is a cancel reject (the order goes on)."""
-    stamps = {"ts_event": ts, "ts_init": ts, "order_id": order_id, "symbol": symbol}
     if msg_type == "D":
-        return OrderRejected(**stamps, reason=reason)
-    return OrderCancelRejected(**stamps, reason=reason)
+        return OrderRejected(ts_event=ts, ts_init=ts, order_id=order_id, symbol=symbol, reason=reason)
+    return OrderCancelRejected(ts_event=ts, ts_init=ts, order_id=order_id, symbol=symbol, reason=reason)
 
 
 def render(fields: Iterable[tuple[int, str]]) -> str:
