@@ -32,6 +32,8 @@ log = structlog.get_logger("foxhunt.fix")
 # what the engine's thread hands over: (what happened, raw message or session text, ns it happened)
 Inbound = tuple[str, str, int]
 SENT_REMEMBERED = 100_000  # our last messages kept to match a session reject's RefSeqNum(45) to an order
+_POSS_DUP = f"{parsing.SOH}43=Y{parsing.SOH}"  # PossDupFlag(43)=Y: quickfix is resending it
+_ORDER_TYPES = tuple(f"{parsing.SOH}35={t}{parsing.SOH}" for t in "DFG")  # NewOrderSingle, cancel, replace
 
 
 def settings_text(*, sender: str, target: str, host: str, port: int, heartbeat_s: int, reconnect_s: int,
@@ -102,7 +104,7 @@ class _Application(fix.Application):
 
     def toApp(self, message, session_id) -> None:  # noqa: N802
         raw = _raw(message)
-        if f"{parsing.SOH}43=Y{parsing.SOH}" in raw and any(f"{parsing.SOH}35={t}{parsing.SOH}" in raw for t in "DFG"):
+        if _POSS_DUP in raw and any(t in raw for t in _ORDER_TYPES):
             # the counterparty asked for a resend: an order or cancel replayed late could trade twice or on
             # stale terms, so it is not sent again (quickfix sends a gap fill instead); the status of every
             # working order is reconciled at logon
