@@ -119,7 +119,9 @@ def bare_round_trips(base: Path, port: int, n: int, market: bool) -> list[float]
     return out
 
 
-async def foxhunt_round_trips(base: Path, port: int, n: int, market: bool) -> tuple[list[float], list[float], list[float]]:
+async def foxhunt_round_trips(
+    base: Path, port: int, n: int, market: bool
+) -> tuple[list[float], list[float], list[float]]:
     book = Orders()
     engine = FixEngine(client_settings(base, port, "FOXHUNT"), "FOXHUNT", "EXCH", max_per_second=0)
     venue = FixVenue("FIX", engine, lambda: book.by_id)

@@ -4,12 +4,14 @@ quickfix calls `Application` methods on its own C++ thread, a message is valid o
 a Python exception escaping a callback ends the process. So every callback copies the raw message as a
 string, hands it to the event loop through `call_soon_threadsafe` (our own outgoing messages are only
 kept, for matching a session reject to its order), and catches everything, logging it with the raw
-message. On the loop, the venue's `receive` turns each delivery into inputs in that same callback. Sending (`Session.sendToTarget`: quickfix writes its message store, unsynced, and
-hands the bytes to its non-blocking socket, the GIL released) happens on the event loop when the message
-rate allows it and nothing waits ahead, which costs the loop tens of microseconds and saves the order a
-thread hand-off; a message the rate limit holds back goes to a sender thread of our own that waits it out,
-and everything after it queues behind it, in order: the event loop never waits for the wire or the
-limit. `stop()` stops the engine and the sender before the loop closes.
+message; on the loop, the venue's `receive` turns each delivery into inputs in that same callback.
+
+Sending (`Session.sendToTarget`: quickfix writes its message store, unsynced, and hands the bytes to its
+non-blocking socket, the GIL released) happens on the event loop when the message rate allows it and
+nothing waits ahead, which costs the loop tens of microseconds and saves the order a thread hand-off; a
+message the rate limit holds back goes to a sender thread of our own that waits it out, and everything
+after it queues behind it, in order: the event loop never waits for the wire or the limit. `stop()`
+stops the engine and the sender before the loop closes.
 """
 
 from __future__ import annotations

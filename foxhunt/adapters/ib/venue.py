@@ -95,7 +95,7 @@ class IbVenue(RemoteVenue):
                 self.trades[cmd.order_id] = trade
             case CancelOrder() | ReplaceOrder() if cmd.order_id not in self.trades:
                 # an order of an earlier run that IB did not report at reconciliation
-                self.reports.emit(OrderCancelRejected(**self._stamps(), order_id=cmd.order_id, symbol=cmd.symbol,
+                self._emit(OrderCancelRejected(**self._stamps(), order_id=cmd.order_id, symbol=cmd.symbol,
                                                reason="IB did not report this order when foxhunt connected"))
             case CancelOrder():
                 self.ib.cancelOrder(self.trades[cmd.order_id].order)
@@ -131,7 +131,7 @@ class IbVenue(RemoteVenue):
                 await self.ib.connectAsync(self.host, self.port, clientId=self.client_id, timeout=self.connect_timeout,
                                            account=self.account)
             except (OSError, TimeoutError, ConnectionError) as e:
-                self.reports.emit(VenueSessionEvent(**self._stamps(), venue=self.name, event="connect_failed",
+                self._emit(VenueSessionEvent(**self._stamps(), venue=self.name, event="connect_failed",
                                              detail=f"{type(e).__name__}: {e}; next try in {delay:.1f} s"))
                 await anyio.sleep(delay)
                 delay = min(delay * 2, self.backoff_max)
@@ -143,14 +143,14 @@ class IbVenue(RemoteVenue):
             self.connected = False
 
     async def _after_connect(self) -> None:
-        self.reports.emit(VenueSessionEvent(**self._stamps(), venue=self.name, event="logon",
+        self._emit(VenueSessionEvent(**self._stamps(), venue=self.name, event="logon",
                                      detail=f"server version {self.ib.client.serverVersion()}"))
         await self._qualify()
         for symbol in self.market_data:
             self.ib.reqMktData(self.qualified[symbol])
         self._reconcile()
         self.connected = True
-        self.reports.emit(VenueConnected(**self._stamps(), venue=self.name))
+        self._emit(VenueConnected(**self._stamps(), venue=self.name))
 
     async def _qualify(self) -> None:
         missing = [s for s in self.contracts if s not in self.qualified]
@@ -183,11 +183,11 @@ class IbVenue(RemoteVenue):
                 self.trades[order_id] = trade
                 if trade.orderStatus.status in parsing.CANCELED_STATUSES and self._is_open(order_id):
                     self.closed.add(order_id)
-                    self.reports.emit(OrderCanceled(**self._stamps(), order_id=order_id, symbol=order.symbol,
+                    self._emit(OrderCanceled(**self._stamps(), order_id=order_id, symbol=order.symbol,
                                              reason="reconciled: canceled at IB"))
             state = "done" if order_id in self.closed else "working"
             found.append(f"{order_id}: {len(fills.get(order_id, []))} execution(s), {state}")
-        self.reports.emit(VenueSessionEvent(**self._stamps(), venue=self.name, event="reconciled",
+        self._emit(VenueSessionEvent(**self._stamps(), venue=self.name, event="reconciled",
                                      detail="; ".join(found) or "no working orders"))
 
     # --- ib_async events (on the loop) ---------------------------------------------------------------
@@ -201,16 +201,16 @@ class IbVenue(RemoteVenue):
         last = trade.log[-1] if trade.log else None
         if status in parsing.ACCEPTED_STATUSES and order_id not in self.accepted:
             self.accepted.add(order_id)
-            self.reports.emit(OrderAccepted(**self._stamps(), order_id=order_id, symbol=symbol,
+            self._emit(OrderAccepted(**self._stamps(), order_id=order_id, symbol=symbol,
                                      venue_order_id=str(trade.order.permId or trade.order.orderId)))
         elif status in parsing.CANCELED_STATUSES | {"Inactive"} and self._is_open(order_id):
             code = last.errorCode if last else 0
             reason = f"IB {code}: {last.message}" if code else "canceled at IB"
             self.closed.add(order_id)
             if order_id not in self.accepted and code:
-                self.reports.emit(OrderRejected(**self._stamps(), order_id=order_id, symbol=symbol, reason=reason))
+                self._emit(OrderRejected(**self._stamps(), order_id=order_id, symbol=symbol, reason=reason))
             else:
-                self.reports.emit(OrderCanceled(**self._stamps(), order_id=order_id, symbol=symbol, reason=reason))
+                self._emit(OrderCanceled(**self._stamps(), order_id=order_id, symbol=symbol, reason=reason))
 
     def _on_open_order(self, trade: Trade) -> None:
         """IB's openOrder after a modification carries the order as IB now works it."""
@@ -220,7 +220,7 @@ class IbVenue(RemoteVenue):
         self.replacing.discard(order_id)
         o = trade.order
         kind = self.orders()[order_id].order_type.value
-        self.reports.emit(OrderReplaced(**self._stamps(), order_id=order_id, symbol=self.orders()[order_id].symbol,
+        self._emit(OrderReplaced(**self._stamps(), order_id=order_id, symbol=self.orders()[order_id].symbol,
                                  quantity=parsing.fixed(o.totalQuantity),
                                  price=parsing.fixed(o.lmtPrice) if kind == "LIMIT" else None,
                                  trigger_price=parsing.fixed(o.auxPrice) if kind == "STOP" else None))
@@ -245,7 +245,7 @@ class IbVenue(RemoteVenue):
         if leaves == 0:
             self.closed.add(order_id)
         commission = parsing.fixed(fill.commissionReport.commission) if fill.commissionReport.execId else 0
-        self.reports.emit(cls(**self._stamps(), order_id=order_id, symbol=order.symbol, side=parsing.SIDES[execution.side],
+        self._emit(cls(**self._stamps(), order_id=order_id, symbol=order.symbol, side=parsing.SIDES[execution.side],
                        trade_id=execution.execId, last_qty=qty, last_price=parsing.fixed(execution.price),
                        leaves_qty=leaves, commission=commission))
 
@@ -254,17 +254,17 @@ class IbVenue(RemoteVenue):
         if kind == "cancel_reject":
             order_id = self._order_id_of(req_id)
             if order_id is not None:
-                self.reports.emit(OrderCancelRejected(**self._stamps(), order_id=order_id,
+                self._emit(OrderCancelRejected(**self._stamps(), order_id=order_id,
                                                symbol=self.orders()[order_id].symbol, reason=f"IB {code}: {text}"))
         elif kind == "connection":
-            self.reports.emit(VenueSessionEvent(**self._stamps(), venue=self.name, event=f"error_{code}", detail=text))
+            self._emit(VenueSessionEvent(**self._stamps(), venue=self.name, event=f"error_{code}", detail=text))
             if code == parsing.CONNECTION_LOST:
                 self.connected = False
-                self.reports.emit(VenueDisconnected(**self._stamps(), venue=self.name, reason=f"IB {code}: {text}"))
+                self._emit(VenueDisconnected(**self._stamps(), venue=self.name, reason=f"IB {code}: {text}"))
             elif code in (parsing.RESTORED_DATA_LOST, parsing.RESTORED_DATA_KEPT):
                 self._reconcile()
                 self.connected = True
-                self.reports.emit(VenueConnected(**self._stamps(), venue=self.name))
+                self._emit(VenueConnected(**self._stamps(), venue=self.name))
         elif kind == "warning":
             log.info("ib_warning", code=code, text=text)
         elif kind == "other" and req_id == -1:
@@ -279,7 +279,7 @@ class IbVenue(RemoteVenue):
                 continue
             for tick in ticker.ticks:  # trades printed since the last batch: tick type 4 (68 delayed), last
                 if tick.tickType in (4, 68) and tick.price > 0 and tick.size > 0:
-                    self.reports.emit(TradeTick(ts_event=now, ts_init=now, symbol=symbol, price=parsing.fixed(tick.price),
+                    self._emit(TradeTick(ts_event=now, ts_init=now, symbol=symbol, price=parsing.fixed(tick.price),
                                          size=parsing.fixed(tick.size)))
             if not ticker.hasBidAsk():
                 continue
@@ -288,19 +288,22 @@ class IbVenue(RemoteVenue):
                                   ask=parsing.fixed(ticker.ask), bid_size=parsing.fixed(ticker.bidSize or 0),
                                   ask_size=parsing.fixed(ticker.askSize or 0))
             except ValueError as e:
-                self.reports.emit(VenueMessageIgnored(ts_event=now, ts_init=now, venue=self.name,
+                self._emit(VenueMessageIgnored(ts_event=now, ts_init=now, venue=self.name,
                                                reason=f"unusable quote for {symbol}: {e}", raw=repr(ticker)[:500]))
                 continue
-            self.reports.emit(quote)
+            self._emit(quote)
 
     # ib_async clears a ticker's ticks before each pendingTickersEvent batch, so each trade is seen once
 
     def _on_disconnected(self) -> None:
         self.connected = False
-        self.reports.emit(VenueDisconnected(**self._stamps(), venue=self.name, reason="connection to IB lost"))
+        self._emit(VenueDisconnected(**self._stamps(), venue=self.name, reason="connection to IB lost"))
         self._lost.set()
 
     # --- helpers -------------------------------------------------------------------------------------
+
+    def _emit(self, msg: Input) -> None:
+        self.reports.emit(msg)  # onto the bus now if it has room, else in order behind what waits
 
     @staticmethod
     def _stamps() -> dict[str, int]:
