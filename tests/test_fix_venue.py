@@ -10,6 +10,7 @@ import datetime
 import gc
 import itertools
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -22,7 +23,7 @@ import psycopg
 import pytest
 
 from foxhunt.adapters.fix import parsing
-from foxhunt.adapters.fix.session import FixEngine, bundled_fix44, settings_text
+from foxhunt.adapters.fix.session import GIL_SWITCH_S, FixEngine, bundled_fix44, settings_text
 from foxhunt.adapters.fix.venue import FixVenue
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.orders import (
@@ -258,6 +259,41 @@ async def test_a_failure_in_our_own_handling_is_recorded_and_the_session_goes_on
     (ignored,) = [e for e in h.events if isinstance(e, VenueMessageIgnored)]
     assert ignored.reason == "foxhunt failed to handle it: RuntimeError: a bug in foxhunt"
     assert "35=8" in ignored.raw
+
+
+def test_quickfix_callbacks_are_not_starved_by_a_busy_event_loop(exchange, tmp_path):
+    """The loop does Python work in stretches of 2 ms between waits for I/O, as under a burst of market
+    data, on uvloop as the daemon runs. With CPython's default GIL switch interval (5 ms) quickfix's
+    thread waited up to seconds for the GIL to call us back (session.GIL_SWITCH_S says why); the engine
+    lowers the interval."""
+    port, _ = exchange
+    sys.setswitchinterval(0.005)  # the default, as a fresh daemon has it (an earlier test lowered it)
+    h = Harness(tmp_path, port)
+    waits: list[float] = []
+
+    async def scenario() -> None:
+        async with h.running():
+            assert sys.getswitchinterval() == GIL_SWITCH_S
+            busy = True
+
+            async def burn() -> None:
+                while busy:
+                    until = time.perf_counter() + 0.002
+                    while time.perf_counter() < until:
+                        pass
+                    await anyio.sleep(0.0005)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(burn)
+                for _ in range(10):
+                    started = time.perf_counter()
+                    oid = h.submit(order_type=OrderType.LIMIT, price="1.0")
+                    await h.until(lambda: h.of(oid, OrderAccepted), timeout=60)  # noqa: B023 - awaited at once
+                    waits.append(time.perf_counter() - started)
+                busy = False
+
+    anyio.run(scenario, backend_options={"use_uvloop": True})
+    assert statistics.median(waits) < 0.1, waits  # 21 ms here (the harness polls every 20); starved: 0.2 s
 
 
 async def test_ten_thousand_messages_under_gc_pressure(exchange, tmp_path):
