@@ -34,7 +34,7 @@ from pathlib import Path
 import anyio
 import quickfix as fix
 
-from foxhunt.adapters.fix.session import FixEngine, bundled_fix44, settings_text
+from foxhunt.adapters.fix.session import GIL_SWITCH_S, FixEngine, bundled_fix44, settings_text
 from foxhunt.adapters.fix.venue import FixVenue
 from foxhunt.core.orders import Order, Orders
 from foxhunt.messages.base import Input, parse_fixed
@@ -169,6 +169,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--market", action="store_true", help="market orders, filled at once (default: resting limits)")
     args = parser.parse_args()
+    sys.setswitchinterval(GIL_SWITCH_S)  # what FixEngine.start sets: both clients run with it from the first round
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         bare_port, fox_port = free_port(), free_port()
