@@ -3,9 +3,9 @@
 Every quote of a backtest runs through the kernel, the reference strategies and the simulated venue,
 and every FIX message in or out through the FIX venue's parsing (foxhunt's own share of an order's
 round trip), so those modules are compiled by mypyc (from the same .py files, through their type
-annotations) when foxhunt is installed; see `setup.py`. The Python source stays the reference: it is what a reader
-follows, what a compiled module is built from, and what runs when there is no compiled module. Both
-derive the same bytes (tests/test_compiled.py).
+annotations) when foxhunt is installed; see `setup.py`. The Python source stays the reference: it is
+what a reader follows, what a compiled module is built from, and what runs when there is no compiled
+module. Both derive the same bytes (tests/test_compiled.py).
 
 A compiled module sits beside its source (`kernel.cpython-311-x86_64-linux-gnu.so` next to `kernel.py`)
 and Python imports it in preference. After an edit to the source it would silently run the old code, so

@@ -10,6 +10,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from foxhunt.messages.base import Input
+from foxhunt.messages.market import MarketData
 from foxhunt.messages.system import VenueDisconnected
 
 
@@ -25,7 +26,7 @@ class RemoteVenue:
         now = time.time_ns()
         return [VenueDisconnected(ts_event=now, ts_init=now, venue=self.name, reason="connecting")]
 
-    def on_market(self, msg: Input) -> list[Input]:
+    def on_market(self, msg: MarketData) -> list[Input]:
         return []  # a real venue matches against its own book, not foxhunt's market data
 
 
