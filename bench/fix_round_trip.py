@@ -17,6 +17,11 @@ quickfix, the kernel's sockets and the exchange. The journal is not involved her
 `before_send` each order also waits for one durable commit before `send` (docs/benchmarks.md, issue 3).
 
     .venv/bin/python bench/fix_round_trip.py [--orders 2000] [--rounds 3] [--market]
+
+With --busy-ms MS the event loop is not idle between orders: a task on it does Python work in stretches of
+MS milliseconds with 0.5 ms sleeps between them (a burst of market data); only foxhunt runs (the bare
+client has no event loop to keep busy). --gil-switch-ms sets the GIL switch interval once the engine has
+started, to measure what the engine's own setting (session.GIL_SWITCH_S) prevents; CPython's default is 5.
 """
 
 from __future__ import annotations
@@ -120,7 +125,7 @@ def bare_round_trips(base: Path, port: int, n: int, market: bool) -> list[float]
 
 
 async def foxhunt_round_trips(
-    base: Path, port: int, n: int, market: bool
+    base: Path, port: int, n: int, market: bool, busy_ms: float = 0.0, gil_switch_ms: float | None = None
 ) -> tuple[list[float], list[float], list[float]]:
     book = Orders()
     engine = FixEngine(client_settings(base, port, "FOXHUNT"), "FOXHUNT", "EXCH", max_per_second=0)
@@ -138,11 +143,22 @@ async def foxhunt_round_trips(
 
     venue._translate = translate
 
+    async def busy() -> None:  # Python work in stretches of busy_ms, between short waits for I/O
+        while True:
+            until = time.perf_counter() + busy_ms / 1000
+            while time.perf_counter() < until:
+                pass
+            await anyio.sleep(0.0005)
+
     trips, sends = [], []
     async with anyio.create_task_group() as tg:
         await tg.start(venue.run, bus)
         while not venue.connected:
             await anyio.sleep(0.01)
+        if gil_switch_ms is not None:
+            sys.setswitchinterval(gil_switch_ms / 1000)
+        if busy_ms:
+            tg.start_soon(busy)
         for i in range(n):
             cmd = SubmitOrder(ts_event=1, ts_init=time.time_ns(), order_id=f"f{i}", strategy_id="b", symbol="EURUSD",
                               side=Side.BUY, order_type=OrderType.MARKET if market else OrderType.LIMIT,
@@ -163,12 +179,36 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[q - 1] * 1e6 if q < 100 else max(values) * 1e6
 
 
+def busy_round_trips(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        port = free_port()
+        exchange = start_exchange(base, port, "FOXHUNT")
+        trips: list[float] = []
+        try:
+            for _ in range(args.rounds):
+                t, _, _ = anyio.run(foxhunt_round_trips, base, port, args.orders, args.market, args.busy_ms,
+                                    args.gil_switch_ms, backend_options={"use_uvloop": True})
+                trips += t
+        finally:
+            exchange.stdin.close()
+            exchange.wait(10)
+    print(f"orders={args.orders} x rounds={args.rounds}, loop busy in {args.busy_ms} ms stretches, GIL switch interval "
+          f"{sys.getswitchinterval() * 1000:g} ms; foxhunt round trip p50 {pct(trips, 50):,.0f}  p90 {pct(trips, 90):,.0f}"
+          f"  p99 {pct(trips, 99):,.0f} us")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--orders", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--market", action="store_true", help="market orders, filled at once (default: resting limits)")
+    parser.add_argument("--busy-ms", type=float, default=0.0, help="keep the event loop busy in stretches of this")
+    parser.add_argument("--gil-switch-ms", type=float, default=None, help="GIL switch interval once the engine started")
     args = parser.parse_args()
+    if args.busy_ms:
+        busy_round_trips(args)
+        return
     sys.setswitchinterval(GIL_SWITCH_S)  # what FixEngine.start sets: both clients run with it from the first round
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
