@@ -5,6 +5,7 @@ from __future__ import annotations
 from contextlib import aclosing
 
 import anyio
+import psycopg
 import pytest
 
 from foxhunt.adapters.journal_memory import MemoryJournalStore
@@ -128,6 +129,44 @@ async def test_postgres_names_the_holder_of_the_lock(pg_dsn, journal_name):
         with pytest.raises(JournalLocked, match=r"foxhunt writer pid=\d+ .*server pid \d+"):
             async with store.writer(journal_name, **META):
                 pass
+
+
+async def test_a_postgres_reader_holds_no_lock_while_its_caller_keeps_a_page(pg_dsn, journal_name):
+    # the reader asks for the next page before it decodes this one, but ends that page's implicit
+    # transaction before handing this one on: DDL on the journal's table (the writer's partitions)
+    # must never wait for a caller that is slow to take the next page
+    store = PostgresJournalStore(pg_dsn, page_size=4)
+    async with store.writer(journal_name, **META) as writer:
+        await append_quotes(writer, 10)
+    records = []
+    async with aclosing(store.read(journal_name)) as pages:
+        async for page in pages:
+            records.extend(page)
+            async with await psycopg.AsyncConnection.connect(pg_dsn) as other:
+                await other.execute("SET lock_timeout = '1s'")
+                await other.execute("LOCK TABLE events IN ACCESS EXCLUSIVE MODE")  # raises if the reader holds a lock
+                cur = await other.execute(
+                    "SELECT state FROM pg_stat_activity WHERE application_name = 'foxhunt reader'")
+                assert await cur.fetchall() == [("idle",)]
+                await other.rollback()
+    assert [r.seq for r in records] == list(range(1, 21))
+
+
+async def test_a_postgres_read_closed_early_closes_its_connection(pg_dsn, journal_name):
+    store = PostgresJournalStore(pg_dsn, page_size=4)
+    async with store.writer(journal_name, **META) as writer:
+        await append_quotes(writer, 10)
+    async with aclosing(store.read(journal_name)) as pages:
+        async for page in pages:
+            assert [r.seq for r in page] == [1, 2, 3, 4]
+            break
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+        with anyio.fail_after(5):
+            while True:  # the server ends the backend a moment after the client closes
+                cur = await conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'foxhunt reader'")
+                if (await cur.fetchone())[0] == 0:
+                    break
+                await anyio.sleep(0.01)
 
 
 def test_batches_never_split_an_input_from_its_derived_events():

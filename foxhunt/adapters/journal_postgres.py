@@ -1,14 +1,14 @@
 """The PostgreSQL journal store: opening writers (see journal_pg_writer), listing, reading and tailing.
 
-Reads are keyset pages by sequence number, so memory stays flat however long the journal; tailing wakes
-on the writer's NOTIFY after each committed batch and reconnects, from where it was, when the database
-goes away.
+Reads are keyset pages by sequence number, each asked for while the one before decodes (journal_pg_reader),
+so memory stays flat however long the journal; tailing wakes on the writer's NOTIFY after each committed
+batch and reconnects, from where it was, when the database goes away.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 
 import anyio
 import psycopg
@@ -16,17 +16,17 @@ import structlog
 from psycopg import sql
 
 from foxhunt.adapters import journal_pg_partitions as partitions
-from foxhunt.adapters.journal_pg_reader import PAGE_QUERY, read_pages, to_records
+from foxhunt.adapters.journal_pg_reader import PAGE_ROWS, read_pages
 from foxhunt.adapters.journal_pg_writer import NOTIFY_CHANNEL, PostgresJournalWriter, WriterPolicy
 from foxhunt.adapters.pg import connect, unavailable
 from foxhunt.errors import JournalNotFound, JournalUnavailable
-from foxhunt.ports import PAGE_SIZE, JournalInfo, JournalStore, Record
+from foxhunt.ports import JournalInfo, JournalStore, Record
 
 log = structlog.get_logger("foxhunt.journal")
 
 
 class PostgresJournalStore(JournalStore):
-    def __init__(self, dsn: str, policy: WriterPolicy = WriterPolicy(), *, page_size: int = PAGE_SIZE) -> None:
+    def __init__(self, dsn: str, policy: WriterPolicy = WriterPolicy(), *, page_size: int = PAGE_ROWS) -> None:
         self.dsn = dsn
         self.policy = policy
         self.page_size = page_size
@@ -79,23 +79,17 @@ class PostgresJournalStore(JournalStore):
     async def read(
         self, name: str, from_seq: int = 1, limit: int | None = None, *, decode_derived: bool = True
     ) -> AsyncIterator[list[Record]]:
+        conn = await connect(self.dsn, autocommit=True, application_name="foxhunt reader")
         try:
-            async for page in read_pages(self.dsn, name, from_seq, limit, self.page_size, decode_derived):
-                yield page
+            async with conn:
+                journal_id = await self._journal_id(conn, name)
+                await partitions.refuse_archived_async(conn, name, journal_id, from_seq)
+                pages = read_pages(conn, journal_id, from_seq, limit, self.page_size, decode_derived)
+                async with aclosing(pages):
+                    async for page in pages:
+                        yield page
         except psycopg.Error as e:
             raise unavailable(e, self.dsn, f"reading journal {name!r}") from e
-
-    async def _new_pages(self, conn: psycopg.AsyncConnection, journal_id: int, seq: int) -> AsyncIterator[list[Record]]:
-        """What the journal holds from `seq` on, in pages, on the follower's own connection."""
-        async with conn.cursor(binary=True) as cur:
-            while True:
-                await cur.execute(PAGE_QUERY, (journal_id, seq, self.page_size))
-                rows = await cur.fetchall()
-                if rows:
-                    yield to_records(rows)
-                    seq = rows[-1][0] + 1
-                if len(rows) < self.page_size:
-                    return
 
     async def tail(self, name: str, from_seq: int = 1) -> AsyncIterator[list[Record]]:
         """Follow a journal: catch up by position, then wait for the writer's NOTIFY after each batch.
@@ -112,9 +106,10 @@ class PostgresJournalStore(JournalStore):
                     await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(NOTIFY_CHANNEL)))
                     delay = 0.05
                     while True:
-                        async for page in self._new_pages(conn, journal_id, seq):
-                            seq = page[-1].seq + 1
-                            yield page
+                        async with aclosing(read_pages(conn, journal_id, seq, None, self.page_size)) as pages:
+                            async for page in pages:
+                                seq = page[-1].seq + 1
+                                yield page
                         async for _ in conn.notifies(timeout=1.0, stop_after=1):
                             pass
             except (psycopg.Error, JournalUnavailable) as e:
