@@ -42,6 +42,9 @@ MODULES = (
     "foxhunt.core.strategies.zscore",
     "foxhunt.adapters.venue_sim",
     "foxhunt.adapters.fix.parsing",
+    "foxhunt.adapters.feeds.csv_feed",
+    "foxhunt.adapters.pg_copy",
+    "foxhunt.messages.fixed_point",
     "foxhunt.runtime.loop",
 )
 

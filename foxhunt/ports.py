@@ -119,6 +119,10 @@ class Clock(Protocol):
         """Nanoseconds since the Unix epoch."""
         ...
 
+    def stamp(self, ts_event: int) -> int:
+        """`ts_init` for an input that happened at `ts_event`, as a source takes it in."""
+        ...
+
 
 class Venue(Protocol):
     """Where approved commands go. `send` and `on_market` return the reports known at once (a simulated

@@ -124,10 +124,12 @@ def test_compiled_and_python_derive_the_same_bytes_and_state():
     assert all(seq > 20_000 for seq in seqs.values()), seqs  # every run traded, not just took quotes
 
 
-def test_the_fix_parsing_tests_pass_as_python_too():
-    """This suite runs the compiled FIX parsing; its pinned results must hold for the Python source too."""
+def test_the_parsing_tests_pass_as_python_too():
+    """This suite runs the compiled FIX parsing, CSV feeds and fixed-point text; their pinned results must
+    hold for the Python source too."""
     env = {**os.environ, "FOXHUNT_PURE_PYTHON": "1"}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_fix_parsing.py"],
+    suites = ["tests/test_fix_parsing.py", "tests/test_feeds.py", "tests/test_messages.py"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *suites],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert " passed" in proc.stdout

@@ -30,7 +30,8 @@ import msgspec
 
 from foxhunt.adapters.venue_sim_config import SimVenueConfig
 from foxhunt.core.fixed import nanos
-from foxhunt.messages.base import SCALE, Input, mul
+from foxhunt.messages.base import Input
+from foxhunt.messages.fixed_point import SCALE, mul
 from foxhunt.messages.market import Bar, Instrument, MarketData, PriceType, QuoteTick
 from foxhunt.messages.orders import (
     CancelOrder,

@@ -1,12 +1,4 @@
-"""Base classes and the fixed-point number representation shared by every message.
-
-Prices, quantities and money are integers counting units of 10**-9 ("nanos"). Binary floating point
-cannot represent 0.1 exactly and sums of floats depend on the order of addition; integers do neither, so
-a position folded from ten thousand fills is exact and identical in live and replay. Nine decimal places
-cover every tick size foxhunt trades (FX pips are 10**-5, JPY crosses 10**-3) and int64 still holds
-9.2 billion units, which is more than any single price or quantity we handle. Products (price times
-quantity) are computed with Python's unbounded integers and scaled back with floor division, so money
-rounds toward minus infinity at 10**-9 and never overflows.
+"""Base classes of every message, and (re-exported from `fixed_point`) the fixed-point numbers they hold.
 
 Time is an integer count of nanoseconds since the Unix epoch, UTC: `ts_event` when the thing happened
 (exchange or feed time), `ts_init` when foxhunt took it in (the runtime's clock; replay reuses the
@@ -19,8 +11,9 @@ import enum
 
 import msgspec
 
-SCALE = 1_000_000_000
-SCALE_DIGITS = 9
+from foxhunt.messages.fixed_point import SCALE, SCALE_DIGITS, format_fixed, mul, parse_fixed
+
+__all__ = ["SCALE", "SCALE_DIGITS", "Derived", "Enum", "Input", "Message", "format_fixed", "mul", "parse_fixed"]
 
 
 class Enum(enum.Enum):
@@ -50,46 +43,3 @@ class Input(Message, frozen=True, kw_only=True):
 
 class Derived(Message, frozen=True, kw_only=True):
     """Something the kernel computed from an input; replay must reproduce it byte for byte."""
-
-
-def parse_fixed(text: str) -> int:
-    """Parse a decimal string such as '1.10345' or '-0.5' into nanos, exactly (no float on the way).
-
-    Raises ValueError naming the text for anything that is not a plain finite decimal with at most
-    nine fractional digits.
-    """
-    # Fast path for what market data files hold (digits, a dot, at most nine digits): feed parsing and
-    # ingest call this twice or four times a row.
-    whole, _, frac = text.partition(".")
-    if whole.isdecimal() and len(frac) <= SCALE_DIGITS and (frac.isdecimal() or not frac):
-        return int(whole + frac.ljust(SCALE_DIGITS, "0"))
-    return _parse_fixed_general(text)
-
-
-def _parse_fixed_general(text: str) -> int:
-    s = text.strip()
-    neg = s.startswith("-")
-    if neg or s.startswith("+"):
-        s = s[1:]
-    whole, _, frac = s.partition(".")
-    if not (whole or frac) or not (whole.isdigit() or whole == "") or not (frac.isdigit() or frac == ""):
-        raise ValueError(f"not a decimal number: {text!r}")
-    if len(frac) > SCALE_DIGITS:
-        if frac[SCALE_DIGITS:].strip("0"):
-            raise ValueError(f"more than {SCALE_DIGITS} decimal places: {text!r}")
-        frac = frac[:SCALE_DIGITS]
-    value = int(whole or "0") * SCALE + int(frac.ljust(SCALE_DIGITS, "0") or "0")
-    return -value if neg else value
-
-
-def format_fixed(value: int) -> str:
-    """Render nanos as the shortest exact decimal string: 1103450000 -> '1.10345'."""
-    sign = "-" if value < 0 else ""
-    whole, frac = divmod(abs(value), SCALE)
-    frac_text = f"{frac:09d}".rstrip("0")
-    return f"{sign}{whole}.{frac_text}" if frac_text else f"{sign}{whole}"
-
-
-def mul(a: int, b: int) -> int:
-    """Product of two fixed-point numbers, in nanos, rounded toward minus infinity."""
-    return a * b // SCALE

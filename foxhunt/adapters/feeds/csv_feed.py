@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foxhunt.errors import InputError
-from foxhunt.messages.base import Input, parse_fixed
+from foxhunt.messages.base import Input
+from foxhunt.messages.fixed_point import parse_fixed
 from foxhunt.messages.market import Bar, Instrument, PriceType, QuoteTick
 from foxhunt.messages.system import FeedGap
 from foxhunt.ports import Clock

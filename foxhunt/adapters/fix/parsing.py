@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
-from foxhunt.messages.base import Input, format_fixed, parse_fixed
+from foxhunt.messages.base import Input
+from foxhunt.messages.fixed_point import format_fixed, parse_fixed
 from foxhunt.messages.orders import (
     CancelOrder,
     OrderAccepted,
