@@ -131,6 +131,24 @@ async def test_postgres_names_the_holder_of_the_lock(pg_dsn, journal_name):
                 pass
 
 
+async def test_a_producer_behind_a_busy_writer_yields_every_tenth_of_a_batch_within_the_queue(pg_dsn, journal_name):
+    # batch_max 100: while the writer commits one batch, the next fills; the producer is asked to
+    # yield once per 10 appends after that (not at every append), and never holds more than queue_max
+    store = PostgresJournalStore(pg_dsn, WriterPolicy(batch_max=100, queue_max=300))
+    relieved = most_queued = 0
+    async with store.writer(journal_name, **META) as writer:
+        for i in range(5_000):
+            if writer.backlogged:
+                await writer.relieve()
+                relieved += 1
+            writer.append(quote(i + 1, "1.1", "1.1002"))
+            most_queued = max(most_queued, len(writer._rows))
+        await writer.flush()
+    assert most_queued <= 300
+    assert 0 < relieved <= 5_000 // 10 + 1
+    assert [r.seq for r in await collect(store.read(journal_name))] == list(range(1, 5_001))
+
+
 async def test_a_postgres_reader_holds_no_lock_while_its_caller_keeps_a_page(pg_dsn, journal_name):
     # the reader asks for the next page before it decodes this one, but ends that page's implicit
     # transaction before handing this one on: DDL on the journal's table (the writer's partitions)

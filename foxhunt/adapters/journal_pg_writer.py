@@ -94,6 +94,7 @@ class PostgresJournalWriter(JournalWriter):
         self._app = _application_name(os.getpid())
         self._conn: psycopg.AsyncConnection | None = None
         self._rows: list[tuple] = []
+        self._relieve_at = policy.batch_max  # queued rows at which `backlogged` asks the producer to yield
         self._next_seq = 1
         self._committed = 0
         self._have_rows = anyio.Event()
@@ -122,7 +123,7 @@ class PostgresJournalWriter(JournalWriter):
         )
         if len(rows) == 1:
             self._have_rows.set()
-        elif len(rows) >= self.policy.batch_max:
+        elif len(rows) >= self._relieve_at:
             self.backlogged = True
         return seq
 
@@ -133,7 +134,16 @@ class PostgresJournalWriter(JournalWriter):
         await anyio.lowlevel.checkpoint()  # a full batch: let the writer task take it
         while len(self._rows) >= self.policy.queue_max:
             await self._wait_commit()  # back-pressure: the journal sets the pace
-        self.backlogged = len(self._rows) >= self.policy.batch_max
+        queued, policy = len(self._rows), self.policy
+        if queued < policy.batch_max:
+            self._relieve_at = policy.batch_max  # the writer took its batch
+        else:
+            # Still a full batch queued: the writer is busy with the one before. Yielding at every
+            # append until it is done cost a pass of the event loop per event (a third of them,
+            # ingesting); the writer's COPY needs the loop only now and then, so ask again a tenth of a
+            # batch later, or at the queue's limit.
+            self._relieve_at = min(queued + max(1, policy.batch_max // 10), policy.queue_max)
+        self.backlogged = False
 
     async def flush(self) -> None:
         target = self._next_seq - 1
@@ -221,6 +231,7 @@ class PostgresJournalWriter(JournalWriter):
                     del self._rows[:cut]
                 if not self._rows:
                     self._have_rows = anyio.Event()
+                self._relieve_at = self.policy.batch_max
                 self.backlogged = len(self._rows) >= self.policy.batch_max
                 await self._commit(batch)
                 self._committed = batch[-1][_SEQ]
