@@ -1,8 +1,9 @@
 """The modules compiled to C by mypyc, and the check that only ever runs them when they match their source.
 
 Every quote of a backtest runs through the kernel, the reference strategies and the simulated venue,
-and every FIX message in or out through the FIX venue's parsing (foxhunt's own share of an order's
-round trip), so those modules are compiled by mypyc (from the same .py files, through their type
+every FIX message in or out through the FIX venue's parsing (foxhunt's own share of an order's round
+trip), and every row of `foxhunt ingest` through a CSV feed, the fixed-point parser and the COPY
+formatting, so those modules are compiled by mypyc (from the same .py files, through their type
 annotations) when foxhunt is installed; see `setup.py`. The Python source stays the reference: it is
 what a reader follows, what a compiled module is built from, and what runs when there is no compiled
 module. Both derive the same bytes (tests/test_compiled.py).
