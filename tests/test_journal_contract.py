@@ -11,7 +11,7 @@ import pytest
 from foxhunt.adapters.journal_memory import MemoryJournalStore
 from foxhunt.adapters.journal_pg_writer import WriterPolicy, group_cut
 from foxhunt.adapters.journal_postgres import PostgresJournalStore
-from foxhunt.errors import JournalLocked, JournalNotFound
+from foxhunt.errors import JournalLocked, JournalNotFound, JournalUnavailable
 from foxhunt.messages import codec
 from foxhunt.messages.orders import OrderSubmitted
 from tests.fakes import quote
@@ -168,6 +168,22 @@ async def test_a_postgres_reader_holds_no_lock_while_its_caller_keeps_a_page(pg_
                 assert await cur.fetchall() == [("idle",)]
                 await other.rollback()
     assert [r.seq for r in records] == list(range(1, 21))
+
+
+async def test_a_postgres_read_whose_connection_dies_raises_unavailable_naming_the_journal(pg_dsn, journal_name):
+    store = PostgresJournalStore(pg_dsn, page_size=4)
+    async with store.writer(journal_name, **META) as writer:
+        await append_quotes(writer, 10)
+    seen = []
+    with pytest.raises(JournalUnavailable, match=rf"failed while reading journal '{journal_name}'"):
+        async with aclosing(store.read(journal_name)) as pages:
+            async for page in pages:
+                seen.extend(r.seq for r in page)
+                if len(seen) == 4:  # the server ends the reader's backend between two pages
+                    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as admin:
+                        await admin.execute(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'foxhunt reader'")
+    assert seen[:4] == [1, 2, 3, 4] and seen == list(range(1, len(seen) + 1))  # what came before is whole, in order
 
 
 async def test_a_postgres_read_closed_early_closes_its_connection(pg_dsn, journal_name):
