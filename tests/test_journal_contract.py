@@ -181,8 +181,8 @@ async def test_a_postgres_read_whose_connection_dies_raises_unavailable_naming_t
                 seen.extend(r.seq for r in page)
                 if len(seen) == 4:  # the server ends the reader's backend between two pages
                     async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as admin:
-                        await admin.execute(
-                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'foxhunt reader'")
+                        await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                                            " WHERE application_name = 'foxhunt reader'")
     assert seen[:4] == [1, 2, 3, 4] and seen == list(range(1, len(seen) + 1))  # what came before is whole, in order
 
 
@@ -197,7 +197,8 @@ async def test_a_postgres_read_closed_early_closes_its_connection(pg_dsn, journa
     async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
         with anyio.fail_after(5):
             while True:  # the server ends the backend a moment after the client closes
-                cur = await conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'foxhunt reader'")
+                cur = await conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'foxhunt reader'")
                 if (await cur.fetchone())[0] == 0:
                     break
                 await anyio.sleep(0.01)

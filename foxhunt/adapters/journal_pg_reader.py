@@ -23,7 +23,7 @@ from foxhunt.messages import codec
 from foxhunt.ports import Record
 
 PAGE_QUERY = "SELECT seq, causation, payload FROM events WHERE journal_id = %s AND seq >= %s ORDER BY seq LIMIT %s"
-PAGE_ROWS = 1_000  # the store's page; ten times more rows overflow the socket's buffer, a third as many pay per query
+PAGE_ROWS = 1_000  # the store's page: twice as many overflow the socket's buffer, half as many pay more per query
 
 
 def to_records(rows: list[tuple], decode_derived: bool = True) -> list[Record]:
