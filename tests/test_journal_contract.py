@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from foxhunt.adapters.journal_memory import MemoryJournalStore
-from foxhunt.adapters.journal_pg_writer import WriterPolicy, group_cut
+from foxhunt.adapters.journal_pg_writer import PostgresJournalWriter, WriterPolicy, group_cut
 from foxhunt.adapters.journal_postgres import PostgresJournalStore
 from foxhunt.errors import JournalLocked, JournalNotFound, JournalUnavailable
 from foxhunt.messages import codec
@@ -147,6 +147,35 @@ async def test_a_producer_behind_a_busy_writer_yields_every_tenth_of_a_batch_wit
     assert most_queued <= 300
     assert 0 < relieved <= 5_000 // 10 + 1
     assert [r.seq for r in await collect(store.read(journal_name))] == list(range(1, 5_001))
+
+
+async def test_a_batch_ends_with_the_row_a_flush_awaits_and_what_came_after_waits(pg_dsn, journal_name):
+    # an order awaited under before_send commits without the market data appended after it
+    writer = PostgresJournalWriter(pg_dsn, journal_name, WriterPolicy())
+    batches: list[list[str]] = []
+    writer.watch_commits(lambda kinds, seconds: batches.append(kinds))
+    await writer.open(**META)
+    try:
+        quote_seq = writer.append(quote(1, "1.1", "1.1002"))
+        writer.append(OrderSubmitted(ts_event=1, ts_init=1, order_id="o1", symbol="X"), quote_seq)
+        async with anyio.create_task_group() as tg:
+            flushed = anyio.Event()
+
+            async def await_the_order():
+                await writer.flush()
+                flushed.set()
+
+            tg.start_soon(await_the_order)
+            await anyio.sleep(0)  # flush() has taken its target: the queue's end, the order
+            for i in range(2, 12):
+                writer.append(quote(i, "1.1", "1.1002"))
+            await tg.start(writer.run)
+            await flushed.wait()
+            await writer.flush()
+            tg.cancel_scope.cancel()
+    finally:
+        await writer.close()
+    assert batches == [["QuoteTick", "OrderSubmitted"], ["QuoteTick"] * 10]
 
 
 async def test_a_postgres_reader_holds_no_lock_while_its_caller_keeps_a_page(pg_dsn, journal_name):

@@ -97,6 +97,7 @@ class PostgresJournalWriter(JournalWriter):
         self._relieve_at = policy.batch_max  # queued rows at which `backlogged` asks the producer to yield
         self._next_seq = 1
         self._committed = 0
+        self._flush_to = 0  # the highest sequence number someone awaits in flush()
         self._have_rows = anyio.Event()
         self._committed_event = anyio.Event()
         self._write_started: float | None = None
@@ -147,6 +148,7 @@ class PostgresJournalWriter(JournalWriter):
 
     async def flush(self) -> None:
         target = self._next_seq - 1
+        self._flush_to = max(self._flush_to, target)
         while self._committed < target:
             await self._wait_commit()
 
@@ -224,6 +226,11 @@ class PostgresJournalWriter(JournalWriter):
             while True:
                 await self._have_rows.wait()
                 cut = group_cut(self._rows, self.policy.batch_max)
+                awaited = self._flush_to - self._rows[0][_SEQ] + 1
+                if 0 < awaited < cut and self._rows[awaited][_CAUSATION] is None:
+                    # someone awaits a row in the queue (an order, under `before_send`): the batch ends
+                    # with it, and what was appended since (market data, an input next) waits for the next
+                    cut = awaited
                 if cut == len(self._rows):
                     batch, self._rows = self._rows, []
                 else:
