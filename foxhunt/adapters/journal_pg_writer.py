@@ -54,6 +54,9 @@ HealthHook = Callable[[str | None, int], None]  # (reason it is degraded, or Non
 CommitHook = Callable[[list[str], float], None]  # (kinds of the committed events, seconds the write took)
 
 
+RELIEVE_EVERY = 100  # appends between two yields to the writer while a full batch waits (docs/benchmarks.md)
+
+
 @dataclass(frozen=True)
 class WriterPolicy:
     batch_max: int = 10_000  # most rows in one COPY (one transaction)
@@ -139,11 +142,11 @@ class PostgresJournalWriter(JournalWriter):
         if queued < policy.batch_max:
             self._relieve_at = policy.batch_max  # the writer took its batch
         else:
-            # Still a full batch queued: the writer is busy with the one before. Yielding at every
-            # append until it is done cost a pass of the event loop per event (a third of them,
-            # ingesting); the writer's COPY needs the loop only now and then, so ask again a tenth of a
-            # batch later, or at the queue's limit.
-            self._relieve_at = min(queued + max(1, policy.batch_max // 10), policy.queue_max)
+            # Still a full batch queued: the writer is busy with the one before, and its COPY needs the
+            # loop now and then to send the next chunk. Yielding at every append cost a pass of the event
+            # loop per event (a third of them, ingesting); yielding a tenth of a batch later left the
+            # server idle while 1,000 rows were parsed. RELIEVE_EVERY appends later does neither.
+            self._relieve_at = min(queued + RELIEVE_EVERY, policy.queue_max)
         self.backlogged = False
 
     async def flush(self) -> None:
