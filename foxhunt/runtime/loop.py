@@ -79,8 +79,8 @@ class TradingLoop:
         return self._market_now(msg)
 
     async def _market_after_relief(self, msg: MarketData) -> None:
-        # relieve() returns once the writer has taken its turn; the journal may still count as backlogged
-        # (a queue past one batch but short of its limit), and the input is taken all the same
+        # relieve() returns once the writer has taken its turn; the queue may still hold more than a batch
+        # (short of its limit), and the input is taken all the same
         await self._wait(self.journal.relieve)
         rest = self._market_now(msg)
         if rest is not None:
