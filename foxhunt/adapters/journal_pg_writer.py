@@ -138,15 +138,12 @@ class PostgresJournalWriter(JournalWriter):
         await anyio.lowlevel.checkpoint()  # a full batch: let the writer task take it
         while len(self._rows) >= self.policy.queue_max:
             await self._wait_commit()  # back-pressure: the journal sets the pace
-        queued, policy = len(self._rows), self.policy
-        if queued < policy.batch_max:
-            self._relieve_at = policy.batch_max  # the writer took its batch
-        else:
+        if len(self._rows) >= self.policy.batch_max:  # (else the writer took its batch, and reset the mark)
             # Still a full batch queued: the writer is busy with the one before, and its COPY needs the
             # loop now and then to send the next chunk. Yielding at every append cost a pass of the event
             # loop per event (a third of them, ingesting); yielding a tenth of a batch later left the
             # server idle while 1,000 rows were parsed. RELIEVE_EVERY appends later does neither.
-            self._relieve_at = min(queued + RELIEVE_EVERY, policy.queue_max)
+            self._relieve_at = min(len(self._rows) + RELIEVE_EVERY, self.policy.queue_max)
         self.backlogged = False
 
     async def flush(self) -> None:

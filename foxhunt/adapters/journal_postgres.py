@@ -45,11 +45,14 @@ class PostgresJournalStore(JournalStore):
         finally:
             await writer.close()
 
-    async def _journal_id(self, conn: psycopg.AsyncConnection, name: str) -> int:
+    async def _readable_from(self, conn: psycopg.AsyncConnection, name: str, seq: int) -> int:
+        """The id of journal `name`, whose events from `seq` on are to be read: JournalNotFound, or
+        JournalArchived when some of them are archived."""
         cur = await conn.execute("SELECT id FROM journals WHERE name = %s", (name,))
         row = await cur.fetchone()
         if row is None:
             raise JournalNotFound(f"no journal named {name!r}")
+        await partitions.refuse_archived_async(conn, name, row[0], seq)
         return row[0]
 
     _INFO = (
@@ -82,8 +85,7 @@ class PostgresJournalStore(JournalStore):
         conn = await connect(self.dsn, autocommit=True, application_name="foxhunt reader")
         try:
             async with conn:
-                journal_id = await self._journal_id(conn, name)
-                await partitions.refuse_archived_async(conn, name, journal_id, from_seq)
+                journal_id = await self._readable_from(conn, name, from_seq)
                 pages = read_pages(conn, journal_id, from_seq, limit, self.page_size, decode_derived)
                 async with aclosing(pages):
                     async for page in pages:
@@ -101,8 +103,7 @@ class PostgresJournalStore(JournalStore):
             try:
                 conn = await connect(self.dsn, autocommit=True, application_name="foxhunt tail")
                 async with conn:
-                    journal_id = await self._journal_id(conn, name)
-                    await partitions.refuse_archived_async(conn, name, journal_id, seq)
+                    journal_id = await self._readable_from(conn, name, seq)
                     await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(NOTIFY_CHANNEL)))
                     delay = 0.05
                     while True:
