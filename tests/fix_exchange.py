@@ -7,7 +7,8 @@ Matching, per NewOrderSingle:
 - a market order is accepted and filled at once at 1.10000 (1.1 per unit in the instrument's currency);
 - a limit order is accepted and rests; above 150,000 units half of it fills at once at its limit price;
 - account (tag 1) DROP: the order is accepted, then the exchange drops the connection, fills the order
-  while foxhunt is away, and takes the next logon (to test reconciliation);
+  while foxhunt is away, and takes the next logon (to test reconciliation); DROP_REST: the same, but the
+  order goes on resting;
 - account SESSION_REJECT or BUSINESS_REJECT: the order is refused with a session-level Reject(3) or a
   BusinessMessageReject(j) that names it only by our MsgSeqNum (RefSeqNum 45).
 OrderCancelRequest cancels a resting order (or answers OrderCancelReject, unknown order / too late);
@@ -91,8 +92,9 @@ class Exchange(fix.Application):
         o.order_id = f"X{next(self.ids)}"
         self.orders[o.cl_ord_id] = o
         self.report(o, "0")
-        if f.get("1") == "DROP":
-            self.pending_drop = o
+        if f.get("1") in ("DROP", "DROP_REST"):
+            if f["1"] == "DROP":
+                self.pending_drop = o
             threading.Timer(0.2, lambda: fix.Session.lookupSession(self.session).disconnect()).start()
         elif o.ord_type == "1":
             self._trade(o, o.qty, Decimal("1.1"))

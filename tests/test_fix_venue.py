@@ -215,6 +215,26 @@ async def test_a_dropped_connection_is_reconciled_on_logon_without_a_duplicate_o
     assert sent_orders(exchange_log, oid) == 1
 
 
+async def test_cancel_on_reconnect_asks_the_kernel_to_cancel_what_is_still_working_after_reconciling(
+    exchange, tmp_path
+):
+    port, _ = exchange
+    h = Harness(tmp_path, port, cancel_on_reconnect=True)
+    async with h.running():
+        oid = h.submit(order_type=OrderType.LIMIT, price="1.09", account="DROP_REST")  # still resting after the drop
+        await h.until(lambda: sum(isinstance(e, VenueConnected) for e in h.events) == 2, timeout=30)
+        first, again = [e for e in h.events if isinstance(e, VenueConnected)]
+        assert first.cancel_working and again.cancel_working  # the policy, on every logon (a restart's too)
+        assert h.book.get(oid).is_open  # reconciled as still working: the venue itself canceled nothing
+        # the kernel's answer, a CancelOrder it journals first (tests/test_kernel.py), goes out like any other
+        h.venue.send(CancelOrder(ts_event=1, ts_init=1, order_id=oid, symbol="EURUSD",
+                                 reason="cancel_on_reconnect: venue FIX reconnected"))
+        await h.until(lambda: h.of(oid, OrderCanceled))
+    reconciled = next(e for e in h.events if isinstance(e, VenueSessionEvent) and e.event == "reconciled")
+    assert h.events.index(reconciled) < h.events.index(again) < h.events.index(h.of(oid, OrderCanceled)[0])
+    assert h.book.get(oid).status.value == "CANCELED"
+
+
 async def test_a_restart_continues_the_sequence_and_answers_a_resend_request(exchange, tmp_path):
     port, exchange_log = exchange
     h = Harness(tmp_path, port)
@@ -435,6 +455,24 @@ async def test_an_order_the_counterparty_asks_us_to_resend_is_not_sent_twice(tmp
     assert sent_orders(ex.log, first) == 1  # the original only
 
 
+def run_daemon(cli_env, pg_dsn, journal_name: str, strategy: str, state_dir: Path, tmp_path: Path, port: int,
+               **fix_options: str) -> subprocess.CompletedProcess:
+    """`foxhunt run` trading through the FIX venue against the exchange on `port`, for 6,000 quotes."""
+    # the FIX message store (sequence numbers) lives in the state directory: one per test, as each test's
+    # exchange starts afresh; the journal database and compiled kernels are the session's
+    env = {**cli_env, "FOXHUNT_STATE_DIR": str(tmp_path), "FOXHUNT_DSN": pg_dsn,
+           "FOXHUNT_STATE__NUMBA_CACHE_DIR": str(state_dir / "numba-cache"),
+           "FOXHUNT_STRATEGY__NAME": strategy, "FOXHUNT_STRATEGY__ZSCORE__ORDER_TTL": "1000000",
+           "FOXHUNT_RUN__VENUE": "fix", "FOXHUNT_FIX__TARGET_COMP_ID": "EXCH",
+           "FOXHUNT_FIX__PORT": str(port), "FOXHUNT_FIX__RECONNECT_S": "1", "FOXHUNT_ADMIN__ENABLED": "false",
+           "FOXHUNT_FIX__MAX_MESSAGES_PER_SECOND": "0",
+           **{f"FOXHUNT_FIX__{name.upper()}": value for name, value in fix_options.items()}}
+    return subprocess.run(
+        [sys.executable, "-m", "foxhunt", "run", "--journal", journal_name, "--feed", "synthetic:n=6000,rate=1500",
+         "--json"], env=env, capture_output=True, text=True, timeout=120,
+    )
+
+
 @pytest.mark.postgres
 @pytest.mark.parametrize("strategy", ["ema_cross", "zscore"])  # market orders; resting limit orders
 def test_the_daemon_trades_through_fix_and_its_journal_verifies(
@@ -446,20 +484,9 @@ def test_the_daemon_trades_through_fix_and_its_journal_verifies(
     # run stops: the stop policy must cancel it and wait for the exchange to confirm
     ex = Exchange(tmp_path, rest_limits=strategy == "zscore")
     ex.start()
-    port, exchange_log = ex.port, ex.log
-    # the FIX message store (sequence numbers) lives in the state directory: one per test, as each test's
-    # exchange starts afresh; the journal database and compiled kernels are the session's
-    env = {**cli_env, "FOXHUNT_STATE_DIR": str(tmp_path), "FOXHUNT_DSN": pg_dsn,
-           "FOXHUNT_STATE__NUMBA_CACHE_DIR": str(state_dir / "numba-cache"),
-           "FOXHUNT_STRATEGY__NAME": strategy, "FOXHUNT_STRATEGY__ZSCORE__ORDER_TTL": "1000000",
-           "FOXHUNT_RUN__VENUE": "fix", "FOXHUNT_FIX__TARGET_COMP_ID": "EXCH",
-           "FOXHUNT_FIX__PORT": str(port), "FOXHUNT_FIX__RECONNECT_S": "1", "FOXHUNT_ADMIN__ENABLED": "false",
-           "FOXHUNT_FIX__MAX_MESSAGES_PER_SECOND": "0"}
+    exchange_log = ex.log
     try:
-        run = subprocess.run(
-            [sys.executable, "-m", "foxhunt", "run", "--journal", journal_name, "--feed", "synthetic:n=6000,rate=1500",
-             "--json"], env=env, capture_output=True, text=True, timeout=120,
-        )
+        run = run_daemon(cli_env, pg_dsn, journal_name, strategy, state_dir, tmp_path, ex.port)
     finally:
         ex.stop()
     assert run.returncode == 0, run.stderr[-3000:]
@@ -480,6 +507,44 @@ def test_the_daemon_trades_through_fix_and_its_journal_verifies(
         tail = kinds[kinds.index("AdminCommand"):]
         assert "OrderCanceled" in tail and tail[-1] == "RunStopped"
         assert "\x0135=F\x01" in text
+
+
+@pytest.mark.postgres
+def test_cancel_on_reconnect_through_the_daemon_cancels_with_journaled_commands_and_verifies(
+    cli_env, pg_dsn, journal_name, state_dir, tmp_path
+):
+    import json
+
+    from foxhunt.messages import codec
+
+    # every order rests and the exchange then drops the connection (account DROP_REST): each logon after
+    # that reconciles a working order, and the policy has the kernel cancel it
+    ex = Exchange(tmp_path, rest_limits=True)
+    ex.start()
+    try:
+        run = run_daemon(cli_env, pg_dsn, journal_name, "zscore", state_dir, tmp_path, ex.port,
+                         account="DROP_REST", cancel_on_reconnect="true")
+    finally:
+        ex.stop()
+    assert run.returncode == 0, run.stderr[-3000:]
+    with psycopg.connect(pg_dsn) as conn:
+        rows = conn.execute(
+            "SELECT e.seq, e.causation, e.payload FROM events e JOIN journals j ON j.id = e.journal_id"
+            " WHERE j.name = %s ORDER BY e.seq", (journal_name,)).fetchall()
+    events = {seq: (causation, codec.decode(payload)) for seq, causation, payload in rows}
+    cancels = [(seq, causation, msg) for seq, (causation, msg) in events.items()
+               if isinstance(msg, CancelOrder) and msg.reason.startswith("cancel_on_reconnect")]
+    assert cancels, "no order was canceled on reconnect"
+    for seq, causation, msg in cancels:
+        cause = events[causation][1]  # derived from the reconnection, journaled before it was sent
+        assert isinstance(cause, VenueConnected) and cause.cancel_working
+        assert msg.reason == f"cancel_on_reconnect: venue {cause.venue} reconnected"
+        assert any(isinstance(m, OrderCanceled) and m.order_id == msg.order_id and s > seq
+                   for s, (_, m) in events.items())
+    verify = subprocess.run([sys.executable, "-m", "foxhunt", "replay", journal_name, "--verify", "--json"],
+                            env=cli_env, capture_output=True, text=True, timeout=120)
+    assert verify.returncode == 0, verify.stderr[-3000:]
+    assert json.loads(verify.stdout)["state_digest"] == json.loads(run.stdout)["state_digest"]
 
 
 async def test_a_repeated_execution_and_a_report_after_the_end_are_not_counted_twice(tmp_path):

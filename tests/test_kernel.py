@@ -21,7 +21,15 @@ from foxhunt.messages.orders import (
     Side,
     SubmitOrder,
 )
-from foxhunt.messages.system import AdminCommand, MarketDataFlagged, PositionChanged, TradingState, TradingStateChanged
+from foxhunt.messages.system import (
+    AdminCommand,
+    MarketDataFlagged,
+    PositionChanged,
+    TradingState,
+    TradingStateChanged,
+    VenueConnected,
+    VenueDisconnected,
+)
 from tests.fakes import kernel, quote
 
 
@@ -100,6 +108,22 @@ def test_kill_cancels_working_orders_and_halts():
     assert [type(e).__name__ for e in step.derived] == ["TradingStateChanged", "CancelOrder"]  # halt first
     assert step.commands[0].order_id == cmd.order_id
     assert k.state is TradingState.HALTED
+
+
+def test_a_venue_that_is_down_gets_no_orders_and_one_that_reconnects_may_ask_for_its_working_orders_canceled():
+    k, _ = kernel(lambda q, ctx: ctx.submit(q.symbol, Side.BUY, d("1000")))
+    working = k.handle(1, quote(10, "1.1", "1.1002")).commands[0]
+    k.handle(2, OrderAccepted(ts_event=11, ts_init=11, order_id=working.order_id, symbol="EURUSD", venue_order_id="v"))
+    k.handle(3, VenueDisconnected(ts_event=12, ts_init=12, venue="FIX", reason="connection lost"))
+    denied = k.handle(4, quote(13, "1.1", "1.1002")).derived[-1]
+    assert (denied.reason, denied.detail) == ("VENUE_DISCONNECTED", "FIX")
+    assert list(k.handle(5, VenueConnected(ts_event=14, ts_init=14, venue="FIX")).derived) == []  # kept working
+    k.handle(6, VenueDisconnected(ts_event=15, ts_init=15, venue="FIX", reason="connection lost"))
+    step = k.handle(7, VenueConnected(ts_event=16, ts_init=16, venue="FIX", cancel_working=True))
+    (cancel,) = step.commands  # the order that was working; the denied one never was
+    assert cancel.order_id == working.order_id and cancel.reason == "cancel_on_reconnect: venue FIX reconnected"
+    assert list(step.derived) == [cancel]  # a journaled command, stamped with the reconnection
+    assert (cancel.ts_event, cancel.ts_init) == (16, 16)
 
 
 def test_reducing_state_allows_only_orders_that_reduce():

@@ -118,7 +118,7 @@ class Kernel:
             ConfigReloaded: self.operator.on_config_reloaded,
             JournalDegraded: self._on_journal_degraded,
             JournalRecovered: self._on_journal_recovered,
-            VenueConnected: lambda msg: self.venues_down.discard(msg.venue),
+            VenueConnected: self._on_venue_connected,
             VenueDisconnected: lambda msg: self.venues_down.add(msg.venue),
             RunStopped: _ignore,
             FeedGap: _ignore,
@@ -257,6 +257,12 @@ class Kernel:
             if state is TradingState.HALTED:
                 for order in list(self.orders.open.values()):
                     self.request_cancel(order, msg, f"kill switch: {cause}")
+
+    def _on_venue_connected(self, msg: VenueConnected) -> None:
+        self.venues_down.discard(msg.venue)
+        if msg.cancel_working:  # the kernel trades through one venue: its working orders are all there
+            for order in list(self.orders.open.values()):
+                self.request_cancel(order, msg, f"cancel_on_reconnect: venue {msg.venue} reconnected")
 
     def request_cancel(self, order: Order, cause_msg: Input, reason: str) -> None:
         """Ask for a working order's cancel, stamped with the input that caused it; it passes the gate."""

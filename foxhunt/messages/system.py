@@ -28,7 +28,12 @@ class RunStopped(Input, frozen=True, kw_only=True):
 
 
 class VenueConnected(Input, frozen=True, kw_only=True):
+    """The venue's session is up and its working orders reconciled: the kernel may send to it again.
+    `cancel_working`: the venue's policy (FIX `cancel_on_reconnect`) asks the kernel to cancel every
+    working order now, each a journaled CancelOrder through the pre-trade gate."""
+
     venue: str
+    cancel_working: bool = False
 
 
 class VenueDisconnected(Input, frozen=True, kw_only=True):

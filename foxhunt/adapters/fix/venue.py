@@ -10,8 +10,8 @@ Session events are inputs too: a logon, a logout or a lost connection, sequence 
 and session-level rejects. After a disconnect the kernel holds new orders for the venue (it is down);
 after a logon foxhunt first asks the status of every order it believes working (OrderStatusRequest)
 and records what the venue says (fills it missed, cancels, rejects), and only then announces the venue
-connected, so trading resumes on reconciled state. Optionally (cancel_on_reconnect) it then cancels
-every working order.
+connected, so trading resumes on reconciled state. Optionally (cancel_on_reconnect) that announcement
+asks the kernel to cancel every working order, which it does as journaled commands like any other.
 
 Messages that do not fit (garbage, a required tag missing, an order id foxhunt never sent, an unexpected
 message type) are recorded as `VenueMessageIgnored` with the raw text, never raised; so is a failure in
@@ -153,7 +153,7 @@ class FixVenue(RemoteVenue):
         working = {oid: o for oid, o in self.orders().items() if o.is_open}
         if not working:
             self.connected = True
-            return [*out, VenueConnected(ts_event=ts, ts_init=ts, venue=self.name)]
+            return [*out, self._connected(ts)]
         for order_id, order in working.items():
             self.engine.send("H", parsing.status_request(self.cl_ord_ids.get(order_id, order_id),
                                                          order.symbol, order.side))
@@ -164,16 +164,11 @@ class FixVenue(RemoteVenue):
     def _reconciled(self, ts: int, detail: str) -> list[Input]:
         self._reconciling = None
         self.connected = True
-        out: list[Input] = [
-            self._session(ts, event="reconciled", detail=detail),
-            VenueConnected(ts_event=ts, ts_init=ts, venue=self.name),
-        ]
-        if self.cancel_on_reconnect:
-            for order_id, order in self.orders().items():
-                if order.is_open:
-                    self.send(CancelOrder(ts_event=ts, ts_init=ts, order_id=order_id, symbol=order.symbol,
-                                          reason="cancel_on_reconnect"))
-        return out
+        return [self._session(ts, event="reconciled", detail=detail), self._connected(ts)]
+
+    def _connected(self, ts: int) -> VenueConnected:
+        # with cancel_on_reconnect the kernel cancels the working orders, each cancel journaled first
+        return VenueConnected(ts_event=ts, ts_init=ts, venue=self.name, cancel_working=self.cancel_on_reconnect)
 
     def _reconcile_deadline(self, waiting: set[str]) -> None:
         """`reconcile_timeout` after a logon: if that logon's reconciliation still waits, trading resumes."""
