@@ -35,6 +35,7 @@ from foxhunt.messages.orders import (
     OrderPartiallyFilled,
     OrderRejected,
     OrderReplaced,
+    OrdersUncertain,
     OrderType,
     ReplaceOrder,
     Side,
@@ -538,6 +539,9 @@ def test_cancel_on_reconnect_through_the_daemon_cancels_with_journaled_commands_
     for seq, causation, msg in cancels:
         cause = events[causation][1]  # derived from the reconnection, journaled before it was sent
         assert isinstance(cause, VenueConnected) and cause.cancel_working
+        # the order became uncertain when the connection dropped, and stayed working through reconciliation
+        marked = [s for s, (c, m) in events.items() if isinstance(m, OrdersUncertain) and msg.order_id in m.order_ids]
+        assert marked and isinstance(events[events[marked[-1]][0]][1], VenueDisconnected) and marked[-1] < causation
         assert msg.reason == f"cancel_on_reconnect: venue {cause.venue} reconnected"
         assert any(isinstance(m, OrderCanceled) and m.order_id == msg.order_id and s > seq
                    for s, (_, m) in events.items())

@@ -16,6 +16,7 @@ from foxhunt.messages.orders import (
     OrderAccepted,
     OrderDenied,
     OrderFilled,
+    OrdersUncertain,
     OrderSubmitted,
     OrderType,
     Side,
@@ -114,12 +115,17 @@ def test_a_venue_that_is_down_gets_no_orders_and_one_that_reconnects_may_ask_for
     k, _ = kernel(lambda q, ctx: ctx.submit(q.symbol, Side.BUY, d("1000")))
     working = k.handle(1, quote(10, "1.1", "1.1002")).commands[0]
     k.handle(2, OrderAccepted(ts_event=11, ts_init=11, order_id=working.order_id, symbol="EURUSD", venue_order_id="v"))
-    k.handle(3, VenueDisconnected(ts_event=12, ts_init=12, venue="FIX", reason="connection lost"))
+    (uncertain,) = k.handle(3, VenueDisconnected(ts_event=12, ts_init=12, venue="FIX", reason="connection lost")).derived
+    assert isinstance(uncertain, OrdersUncertain) and uncertain.order_ids == [working.order_id]
+    assert uncertain.reason == "venue FIX down: connection lost" and k.orders.get(working.order_id).uncertain
     denied = k.handle(4, quote(13, "1.1", "1.1002")).derived[-1]
     assert (denied.reason, denied.detail) == ("VENUE_DISCONNECTED", "FIX")
-    assert list(k.handle(5, VenueConnected(ts_event=14, ts_init=14, venue="FIX")).derived) == []  # kept working
-    k.handle(6, VenueDisconnected(ts_event=15, ts_init=15, venue="FIX", reason="connection lost"))
-    step = k.handle(7, VenueConnected(ts_event=16, ts_init=16, venue="FIX", cancel_working=True))
+    # once uncertain, an order is not listed again by a second report of the same outage
+    assert list(k.handle(5, VenueDisconnected(ts_event=13, ts_init=13, venue="FIX", reason="logout")).derived) == []
+    assert list(k.handle(6, VenueConnected(ts_event=14, ts_init=14, venue="FIX")).derived) == []  # kept working
+    assert not k.orders.get(working.order_id).uncertain and k.orders.get(working.order_id).is_open
+    k.handle(7, VenueDisconnected(ts_event=15, ts_init=15, venue="FIX", reason="connection lost"))
+    step = k.handle(8, VenueConnected(ts_event=16, ts_init=16, venue="FIX", cancel_working=True))
     (cancel,) = step.commands  # the order that was working; the denied one never was
     assert cancel.order_id == working.order_id and cancel.reason == "cancel_on_reconnect: venue FIX reconnected"
     assert list(step.derived) == [cancel]  # a journaled command, stamped with the reconnection

@@ -34,6 +34,7 @@ from foxhunt.messages.orders import (
     OrderPartiallyFilled,
     OrderRejected,
     OrderReplaced,
+    OrdersUncertain,
     OrderSubmitted,
     ReplaceOrder,
     SubmitOrder,
@@ -119,7 +120,7 @@ class Kernel:
             JournalDegraded: self._on_journal_degraded,
             JournalRecovered: self._on_journal_recovered,
             VenueConnected: self._on_venue_connected,
-            VenueDisconnected: lambda msg: self.venues_down.add(msg.venue),
+            VenueDisconnected: self._on_venue_disconnected,
             RunStopped: _ignore,
             FeedGap: _ignore,
             VenueSessionEvent: _ignore,
@@ -154,7 +155,8 @@ class Kernel:
             (p.symbol, p.quantity, p.cost, p.realized_pnl, p.commissions, p.cash)
             for _, p in sorted(self.portfolio.positions.items())
         ]
-        orders = [(o.order_id, o.status.value, o.filled_qty, o.quantity, o.price) for o in self.orders.by_id.values()]
+        orders = [(o.order_id, o.status.value, o.filled_qty, o.quantity, o.price, o.uncertain)
+                  for o in self.orders.by_id.values()]
         state = [self.state.value, positions, orders, self.portfolio.max_drawdown]
         return hashlib.sha256(msgspec.msgpack.encode(state)).hexdigest()[:16]
 
@@ -258,8 +260,24 @@ class Kernel:
                 for order in list(self.orders.open.values()):
                     self.request_cancel(order, msg, f"kill switch: {cause}")
 
+    def _on_venue_disconnected(self, msg: VenueDisconnected) -> None:
+        """Nothing new goes to a venue that is down, and what it has working becomes uncertain (the kernel
+        trades through one venue: every working order is there)."""
+        self.venues_down.add(msg.venue)
+        uncertain = [order for order in self.orders.open.values() if not order.uncertain]
+        for order in uncertain:
+            order.uncertain = True
+        if uncertain:
+            self.emit(OrdersUncertain(ts_event=msg.ts_event, ts_init=msg.ts_init, venue=msg.venue,
+                                      order_ids=[o.order_id for o in uncertain],
+                                      reason=f"venue {msg.venue} down: {msg.reason}"))
+
     def _on_venue_connected(self, msg: VenueConnected) -> None:
+        """The venue is back and has reconciled its orders: what it reported meanwhile is applied, and the
+        rest are working as believed."""
         self.venues_down.discard(msg.venue)
+        for order in self.orders.open.values():
+            order.uncertain = False
         if msg.cancel_working:  # the kernel trades through one venue: its working orders are all there
             for order in list(self.orders.open.values()):
                 self.request_cancel(order, msg, f"cancel_on_reconnect: venue {msg.venue} reconnected")

@@ -108,6 +108,7 @@ class Order:
     status: OrderStatus = S.INITIALIZED
     filled_qty: int = 0
     venue_order_id: str = ""
+    uncertain: bool = False  # working when its venue went down, not reconciled since (OrdersUncertain)
 
     @classmethod
     def from_command(cls, cmd: SubmitOrder) -> Order:

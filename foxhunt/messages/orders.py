@@ -88,6 +88,16 @@ class OrderDenied(Derived, frozen=True, kw_only=True):
     detail: str = ""
 
 
+class OrdersUncertain(Derived, frozen=True, kw_only=True):
+    """The venue went down while these orders were working: what became of them there is unknown until it
+    is back and has reconciled them (the reports it records, then VenueConnected). Meanwhile they count as
+    working, at their full remaining quantity, and nothing new goes to the venue."""
+
+    venue: str
+    order_ids: list[str]
+    reason: str
+
+
 # --- reports from a venue (inputs) ------------------------------------------------------------------
 
 

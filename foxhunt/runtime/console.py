@@ -210,6 +210,7 @@ def _order(o: Order) -> dict[str, Any]:
         "order_id": o.order_id, "strategy": o.strategy_id, "symbol": o.symbol, "side": o.side.value,
         "type": o.order_type.value, "quantity": format_fixed(o.quantity), "filled": format_fixed(o.filled_qty),
         "price": None if o.price is None else format_fixed(o.price), "status": o.status.value,
+        "uncertain": o.uncertain,
     }
 
 
