@@ -1,5 +1,8 @@
 """Latency of the journal in the order path, against a real PostgreSQL (durable commits).
 
+0. The raw limit, in the same run: one-row durable commits on a bare psycopg connection (an autocommit
+   INSERT into a scratch table), nothing else running; with how many took over 20 ms (the disk's stalls,
+   which show in every measurement below: one of 300 ms holds up the 30 orders timed in it).
 1. Durable acknowledgement of an order event while a feed appends 50,000 events per second: an order
    event is appended every 10 ms and timed until `flush()` returns (what `before_send` waits for).
 2. Tick to wire inside the process: from a quote entering the trading loop to the order it causes being
@@ -18,6 +21,7 @@ import time
 import uuid
 
 import anyio
+import psycopg
 
 from foxhunt import bootstrap, config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
@@ -36,7 +40,25 @@ FEED_RATE = 50_000
 def percentiles(samples_ns: list[int]) -> str:
     ms = sorted(s / 1e6 for s in samples_ns)
     p50, p99 = statistics.median(ms), ms[min(len(ms) - 1, int(len(ms) * 0.99))]
-    return f"p50 {p50:.3f} ms  p99 {p99:.3f} ms  max {ms[-1]:.3f} ms  (n={len(ms)})"
+    stalls = sum(x > 20 for x in ms)
+    return f"p50 {p50:.3f} ms  p99 {p99:.3f} ms  max {ms[-1]:.3f} ms  (n={len(ms)}, {stalls} over 20 ms)"
+
+
+def bare_commits(dsn: str, seconds: float) -> list[int]:
+    samples: list[int] = []
+    table = f"bench_bare_commit_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, payload bytea NOT NULL)")
+        try:
+            payload, deadline, i = b"x" * 100, time.monotonic() + seconds, 0
+            while time.monotonic() < deadline:
+                i += 1
+                started = time.perf_counter_ns()
+                conn.execute(f"INSERT INTO {table} VALUES (%s, %s)", (i, payload))
+                samples.append(time.perf_counter_ns() - started)
+        finally:
+            conn.execute(f"DROP TABLE {table}")
+    return samples
 
 
 async def durable_ack(store: PostgresJournalStore, quotes: list, seconds: float) -> list[int]:
@@ -114,6 +136,8 @@ def main() -> None:
     eurusd = trading.build_instruments()["EURUSD"]
     quotes = list(SyntheticFeed(7, int(FEED_RATE * (args.seconds + 2)), eurusd, parse_fixed("1.1"), WallClock()))
     run = lambda fn, *a: anyio.run(fn, *a, backend_options={"use_uvloop": True})  # noqa: E731
+    bare = bare_commits(dsn, args.seconds / 2)
+    print(f"bare durable one-row commit, nothing else running: {percentiles(bare)}")
     print(f"durable ack of an order event, feed at {FEED_RATE:,} events/s: "
           f"{percentiles(run(durable_ack, store, quotes, args.seconds))}")
     for durability in ("before_send", "async"):
