@@ -93,7 +93,8 @@ def fix_venue(cfg: Config) -> VenueFactory:
     def build(kernel: Kernel, trading: TradingConfig, clock: Clock) -> Venue:
         engine = FixEngine(settings, f.sender_comp_id, f.target_comp_id, f.max_messages_per_second)
         return FixVenue(f"FIX:{f.target_comp_id}", engine, lambda: kernel.orders.by_id, account=f.account,
-                        reconcile_timeout=f.reconcile_timeout_s, cancel_on_reconnect=f.cancel_on_reconnect)
+                        reconcile_timeout=f.reconcile_timeout_s, cancel_on_reconnect=f.cancel_on_reconnect,
+                        mass_status=f.reconcile_with == "mass_status")
 
     return build
 

@@ -77,6 +77,9 @@ class FixConfig(_Section, frozen=True, kw_only=True):
     account: str = ""  # Account(1) on every order, when set
     max_messages_per_second: float = 50.0  # toward the counterparty; 0: no limit
     reconcile_timeout_s: float = 10.0  # after a logon, how long to wait for order statuses
+    # after a logon, how working orders are reconciled: one OrderStatusRequest each, or one
+    # OrderMassStatusRequest (where the counterparty supports it) and a status request for any it leaves out
+    reconcile_with: Literal["order_status", "mass_status"] = "order_status"
     cancel_on_reconnect: bool = False  # after reconciling, cancel every working order
     data_dictionary: str = ""  # FIX44.xml to validate with; empty: the one the quickfix package ships
 

@@ -12,7 +12,9 @@ Matching, per NewOrderSingle:
 - account SESSION_REJECT or BUSINESS_REJECT: the order is refused with a session-level Reject(3) or a
   BusinessMessageReject(j) that names it only by our MsgSeqNum (RefSeqNum 45).
 OrderCancelRequest cancels a resting order (or answers OrderCancelReject, unknown order / too late);
-OrderCancelReplaceRequest changes quantity and price; OrderStatusRequest answers ExecType I.
+OrderCancelReplaceRequest changes quantity and price; OrderStatusRequest answers ExecType I;
+OrderMassStatusRequest answers ExecType I for every working order (the last with LastRptRequested=Y),
+or one report naming no order when none is working.
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ class Exchange(fix.Application):
     def fromApp(self, m, sid):  # noqa: N802
         f = dict(p.split("=", 1) for p in m.toString().rstrip(SOH).split(SOH))
         try:
-            {"D": self.new_order, "F": self.cancel, "G": self.replace, "H": self.status}[f["35"]](f)
+            {"D": self.new_order, "F": self.cancel, "G": self.replace, "H": self.status,
+             "AF": self.mass_status}[f["35"]](f)
         except Exception as e:  # noqa: BLE001 - the exchange must keep running for the test
             print(f"exchange: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
 
@@ -132,6 +135,16 @@ class Exchange(fix.Application):
                             "55": f["55"], "54": f["54"], "151": "0", "14": "0", "6": "0", "58": "unknown order"})
             return
         self.report(o, "I")
+
+    def mass_status(self, f: dict[str, str]) -> None:
+        working = list({id(o): o for o in self.orders.values() if o.status in ("0", "1")}.values())
+        if not working:
+            self.send("8", {"584": f["584"], "911": "0", "912": "Y", "11": "NONE", "17": f"S{next(self.ids)}",
+                            "37": "NONE", "39": "8", "150": "I", "55": "EURUSD", "54": "1", "151": "0", "14": "0",
+                            "6": "0"})
+        for i, o in enumerate(working, 1):
+            last = "Y" if i == len(working) else "N"
+            self.report(o, "I", extra={"584": f["584"], "911": str(len(working)), "912": last})
 
     def _trade(self, o: Order, qty: Decimal, price: Decimal, send: bool = True) -> None:
         o.avg = (o.avg * o.cum + price * qty) / (o.cum + qty)

@@ -118,6 +118,8 @@ def test_outbound_orders_carry_the_fix_enumerations_and_exact_decimals():
     replace = ReplaceOrder(ts_event=TS, ts_init=TS, order_id="ema-7-1", symbol="EURUSD", price=d("1.1"))
     assert parsing.render(parsing.replace_request(replace, "ema-7-1~2", working)) == (
         "41=ema-7-1|11=ema-7-1~2|55=EURUSD|54=2|60=20241201-00:00:00.123|38=100000|40=2|44=1.1")
+    assert parsing.render(parsing.status_request("ema-7-1~2", "EURUSD", Side.SELL)) == "11=ema-7-1~2|55=EURUSD|54=2"
+    assert parsing.render(parsing.mass_status_request("ms-1")) == "584=ms-1|585=7"  # all orders
 
 
 def test_refusals_of_our_messages_by_the_session_layer():

@@ -114,6 +114,12 @@ class Harness(VenueHarness):
         return super().submit(symbol, qty, order_type, price)
 
 
+def from_us(log_dir: Path, msg_type: str) -> int:
+    """Messages of this MsgType that reached the exchange from foxhunt, from its quickfix message log."""
+    text = "".join(p.read_text() for p in log_dir.glob("*.messages.current.log"))
+    return sum(1 for line in text.splitlines() if f"\x0135={msg_type}\x01" in line and "\x0149=FOXHUNT\x01" in line)
+
+
 def sent_orders(log_dir: Path, cl_ord_id: str) -> int:
     """NewOrderSingles with this ClOrdID that reached the exchange, from its quickfix message log."""
     text = "".join(p.read_text() for p in log_dir.glob("*.messages.current.log"))
@@ -197,9 +203,10 @@ async def test_session_and_business_rejects_of_an_order_reject_it_with_the_count
     assert h.book.get(refused_by_session).status.value == "REJECTED"
 
 
-async def test_a_dropped_connection_is_reconciled_on_logon_without_a_duplicate_order(exchange, tmp_path):
+@pytest.mark.parametrize("mass_status", [False, True], ids=["order_status", "mass_status"])
+async def test_a_dropped_connection_is_reconciled_on_logon_without_a_duplicate_order(exchange, tmp_path, mass_status):
     port, exchange_log = exchange
-    h = Harness(tmp_path, port)
+    h = Harness(tmp_path, port, mass_status=mass_status)
     async with h.running():
         oid = h.submit(order_type=OrderType.LIMIT, price="1.09", account="DROP")  # filled while we are away
         await h.until(lambda: any(isinstance(e, VenueDisconnected) for e in h.events))
@@ -214,13 +221,16 @@ async def test_a_dropped_connection_is_reconciled_on_logon_without_a_duplicate_o
     assert after.index(fills[0]) < after.index(reconciled) < kinds.index("VenueConnected", reconnect) - reconnect + 1
     assert h.book.get(oid).status.value == "FILLED"
     assert sent_orders(exchange_log, oid) == 1
+    # a mass status lists what the counterparty has working: the filled order is asked about on its own
+    assert (from_us(exchange_log, "AF"), from_us(exchange_log, "H")) == ((1, 1) if mass_status else (0, 1))
 
 
+@pytest.mark.parametrize("mass_status", [False, True], ids=["order_status", "mass_status"])
 async def test_cancel_on_reconnect_asks_the_kernel_to_cancel_what_is_still_working_after_reconciling(
-    exchange, tmp_path
+    exchange, tmp_path, mass_status
 ):
-    port, _ = exchange
-    h = Harness(tmp_path, port, cancel_on_reconnect=True)
+    port, exchange_log = exchange
+    h = Harness(tmp_path, port, cancel_on_reconnect=True, mass_status=mass_status)
     async with h.running():
         oid = h.submit(order_type=OrderType.LIMIT, price="1.09", account="DROP_REST")  # still resting after the drop
         await h.until(lambda: sum(isinstance(e, VenueConnected) for e in h.events) == 2, timeout=30)
@@ -234,6 +244,8 @@ async def test_cancel_on_reconnect_asks_the_kernel_to_cancel_what_is_still_worki
     reconciled = next(e for e in h.events if isinstance(e, VenueSessionEvent) and e.event == "reconciled")
     assert h.events.index(reconciled) < h.events.index(again) < h.events.index(h.of(oid, OrderCanceled)[0])
     assert h.book.get(oid).status.value == "CANCELED"
+    # the mass status listed the working order: no request of its own
+    assert (from_us(exchange_log, "AF"), from_us(exchange_log, "H")) == ((1, 0) if mass_status else (0, 1))
 
 
 async def test_a_restart_continues_the_sequence_and_answers_a_resend_request(exchange, tmp_path):
@@ -519,15 +531,16 @@ def test_cancel_on_reconnect_through_the_daemon_cancels_with_journaled_commands_
     from foxhunt.messages import codec
 
     # every order rests and the exchange then drops the connection (account DROP_REST): each logon after
-    # that reconciles a working order, and the policy has the kernel cancel it
+    # that reconciles a working order (by mass status here), and the policy has the kernel cancel it
     ex = Exchange(tmp_path, rest_limits=True)
     ex.start()
     try:
         run = run_daemon(cli_env, pg_dsn, journal_name, "zscore", state_dir, tmp_path, ex.port,
-                         account="DROP_REST", cancel_on_reconnect="true")
+                         account="DROP_REST", cancel_on_reconnect="true", reconcile_with="mass_status")
     finally:
         ex.stop()
     assert run.returncode == 0, run.stderr[-3000:]
+    assert from_us(ex.log, "AF") >= 1
     with psycopg.connect(pg_dsn) as conn:
         rows = conn.execute(
             "SELECT e.seq, e.causation, e.payload FROM events e JOIN journals j ON j.id = e.journal_id"

@@ -47,6 +47,8 @@ EXEC_TYPE, ORD_STATUS, LEAVES_QTY, CUM_QTY, AVG_PX, LAST_QTY, LAST_PX = 150, 39,
 COMMISSION, ORD_REJ_REASON, CXL_REJ_REASON = 12, 103, 102
 REF_TAG_ID, SESSION_REJECT_REASON, BUSINESS_REJECT_REASON = 371, 373, 380
 LAST_LIQUIDITY_IND = 851
+MASS_STATUS_REQ_ID, MASS_STATUS_REQ_TYPE, TOT_NUM_REPORTS, LAST_RPT_REQUESTED = 584, 585, 911, 912
+ALL_ORDERS = "7"  # MassStatusReqType(585): status for all orders
 
 SIDES = {Side.BUY: "1", Side.SELL: "2"}
 SIDES_IN = {v: k for k, v in SIDES.items()}
@@ -169,6 +171,12 @@ def replace_request(cmd: ReplaceOrder, new_cl_ord_id: str, order: Working) -> li
 
 def status_request(cl_ord_id: str, symbol: str, side: Side) -> list[tuple[int, str]]:
     return [(CL_ORD_ID, cl_ord_id), (SYMBOL, symbol), (SIDE, SIDES[side])]
+
+
+def mass_status_request(req_id: str) -> list[tuple[int, str]]:
+    """OrderMassStatusRequest(AF) for all orders; the answers are ExecutionReports (ExecType I) carrying
+    MassStatusReqID(584), the last with LastRptRequested(912)=Y."""
+    return [(MASS_STATUS_REQ_ID, req_id), (MASS_STATUS_REQ_TYPE, ALL_ORDERS)]
 
 
 # --- inbound -------------------------------------------------------------------------------------

@@ -7,10 +7,12 @@ reaches the loop and published to the bus (`Reports`), where they are journaled 
 other input.
 
 Session events are inputs too: a logon, a logout or a lost connection, sequence resets, resend requests
-and session-level rejects. After a disconnect the kernel holds new orders for the venue (it is down);
-after a logon foxhunt first asks the status of every order it believes working (OrderStatusRequest)
-and records what the venue says (fills it missed, cancels, rejects), and only then announces the venue
-connected, so trading resumes on reconciled state. Optionally (cancel_on_reconnect) that announcement
+and session-level rejects. After a disconnect the kernel holds new orders for the venue (it is down)
+and records its working orders as uncertain; after a logon foxhunt first asks the status of every order
+it believes working (OrderStatusRequest, or one OrderMassStatusRequest where the counterparty supports
+it, then one request for each working order its answer leaves out) and records what the venue says
+(fills it missed, cancels, rejects), and only then announces the venue connected, so trading resumes on
+reconciled state. Optionally (cancel_on_reconnect) that announcement
 asks the kernel to cancel every working order, which it does as journaled commands like any other.
 
 Messages that do not fit (garbage, a required tag missing, an order id foxhunt never sent, an unexpected
@@ -56,7 +58,7 @@ TERMINAL = (OrderFilled, OrderCanceled, OrderRejected, OrderExpired)
 class FixVenue(RemoteVenue):
     def __init__(
         self, name: str, engine: FixEngine, orders: Callable[[], dict[str, Order]], account: str = "",
-        reconcile_timeout: float = 10.0, cancel_on_reconnect: bool = False,
+        reconcile_timeout: float = 10.0, cancel_on_reconnect: bool = False, mass_status: bool = False,
     ) -> None:
         self.name = name
         self.engine = engine
@@ -64,6 +66,8 @@ class FixVenue(RemoteVenue):
         self.account = account
         self.reconcile_timeout = reconcile_timeout
         self.cancel_on_reconnect = cancel_on_reconnect
+        self.mass_status = mass_status  # reconcile with one OrderMassStatusRequest rather than one request each
+        self._mass_status_id: str | None = None  # the MassStatusReqID(584) whose reports are awaited
         self.cl_ord_ids: dict[str, str] = {}  # order id -> the ClOrdID the venue knows it by now
         self._requests = 0
         self.reports = Reports()
@@ -154,11 +158,39 @@ class FixVenue(RemoteVenue):
         if not working:
             self.connected = True
             return [*out, self._connected(ts)]
-        for order_id, order in working.items():
-            self.engine.send("H", parsing.status_request(self.cl_ord_ids.get(order_id, order_id),
-                                                         order.symbol, order.side))
+        if self.mass_status:
+            self._requests += 1
+            self._mass_status_id = f"ms-{time.time_ns() // 1000:x}{self._requests}"  # unique across restarts
+            self.engine.send("AF", parsing.mass_status_request(self._mass_status_id))
+        else:
+            self._ask_status(working)
         self._reconciling = waiting = set(working)
         asyncio.get_running_loop().call_later(self.reconcile_timeout, self._reconcile_deadline, waiting)
+        return out
+
+    def _ask_status(self, orders: dict[str, Order]) -> None:
+        for order_id, order in orders.items():
+            self.engine.send("H", parsing.status_request(self.cl_ord_ids.get(order_id, order_id),
+                                                         order.symbol, order.side))
+
+    def _mass_status(self, order: Order | None, f: dict[int, str], ts: int, raw: str) -> list[Input]:
+        """One report of the answer to our OrderMassStatusRequest. After the last, the working orders it
+        did not list (a counterparty lists what it has working) are asked about one by one."""
+        if f[parsing.MASS_STATUS_REQ_ID] != self._mass_status_id:
+            return [self._ignored(ts, f"mass status report for another request {f[parsing.MASS_STATUS_REQ_ID]!r}",
+                                  raw)]
+        out: list[Input] = []
+        if order is not None:
+            out += self._status(order, f, ts)
+        elif f.get(parsing.CL_ORD_ID, "NONE") != "NONE":  # "NONE": the counterparty has no orders at all
+            out.append(self._ignored(ts, f"mass status reports an order foxhunt never sent: "
+                                         f"ClOrdID {f.get(parsing.CL_ORD_ID)!r}", raw))
+        if f.get(parsing.LAST_RPT_REQUESTED) == "Y":
+            self._mass_status_id = None
+            waiting = self._reconciling
+            if waiting:
+                orders = self.orders()
+                self._ask_status({oid: orders[oid] for oid in sorted(waiting) if oid in orders})
         return out
 
     def _reconciled(self, ts: int, detail: str) -> list[Input]:
@@ -218,6 +250,8 @@ class FixVenue(RemoteVenue):
         match parsed.msg_type:
             case "8":
                 order = self.orders().get(parsing.order_id_of(f.get(parsing.CL_ORD_ID, "")))
+                if f.get(parsing.EXEC_TYPE) == "I" and parsing.MASS_STATUS_REQ_ID in f:
+                    return self._mass_status(order, f, ts, raw)
                 if order is None:
                     return [self._ignored(ts, f"execution report for an order foxhunt never sent: "
                                               f"ClOrdID {f.get(parsing.CL_ORD_ID)!r}", raw)]
