@@ -114,16 +114,17 @@ class Harness(VenueHarness):
         return super().submit(symbol, qty, order_type, price)
 
 
-def from_us(log_dir: Path, msg_type: str) -> int:
-    """Messages of this MsgType that reached the exchange from foxhunt, from its quickfix message log."""
+def from_us(log_dir: Path, msg_type: str, *fields: str) -> int:
+    """Messages of this MsgType (and these `tag=value` fields) that reached the exchange from foxhunt,
+    from its quickfix message log."""
     text = "".join(p.read_text() for p in log_dir.glob("*.messages.current.log"))
-    return sum(1 for line in text.splitlines() if f"\x0135={msg_type}\x01" in line and "\x0149=FOXHUNT\x01" in line)
+    needles = [f"\x0135={msg_type}\x01", "\x0149=FOXHUNT\x01", *(f"\x01{f}\x01" for f in fields)]
+    return sum(1 for line in text.splitlines() if all(n in line for n in needles))
 
 
 def sent_orders(log_dir: Path, cl_ord_id: str) -> int:
-    """NewOrderSingles with this ClOrdID that reached the exchange, from its quickfix message log."""
-    text = "".join(p.read_text() for p in log_dir.glob("*.messages.current.log"))
-    return sum(1 for line in text.splitlines() if "\x0135=D\x01" in line and f"\x0111={cl_ord_id}\x01" in line)
+    """NewOrderSingles with this ClOrdID that reached the exchange."""
+    return from_us(log_dir, "D", f"11={cl_ord_id}")
 
 
 async def test_logon_and_a_market_order_filled_with_commission(exchange, tmp_path):

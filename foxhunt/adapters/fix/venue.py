@@ -12,8 +12,8 @@ and records its working orders as uncertain; after a logon foxhunt first asks th
 it believes working (OrderStatusRequest, or one OrderMassStatusRequest where the counterparty supports
 it, then one request for each working order its answer leaves out) and records what the venue says
 (fills it missed, cancels, rejects), and only then announces the venue connected, so trading resumes on
-reconciled state. Optionally (cancel_on_reconnect) that announcement
-asks the kernel to cancel every working order, which it does as journaled commands like any other.
+reconciled state. Optionally (cancel_on_reconnect) that announcement asks the kernel to cancel every
+working order, which it does as journaled commands like any other.
 
 Messages that do not fit (garbage, a required tag missing, an order id foxhunt never sent, an unexpected
 message type) are recorded as `VenueMessageIgnored` with the raw text, never raised; so is a failure in
