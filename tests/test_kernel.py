@@ -14,11 +14,14 @@ from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.market import QuoteTick
 from foxhunt.messages.orders import (
     OrderAccepted,
+    OrderCanceled,
+    OrderCancelRejected,
     OrderDenied,
     OrderFilled,
     OrdersUncertain,
     OrderSubmitted,
     OrderType,
+    ReplaceOrder,
     Side,
     SubmitOrder,
 )
@@ -130,6 +133,36 @@ def test_a_venue_that_is_down_gets_no_orders_and_one_that_reconnects_may_ask_for
     assert cancel.order_id == working.order_id and cancel.reason == "cancel_on_reconnect: venue FIX reconnected"
     assert list(step.derived) == [cancel]  # a journaled command, stamped with the reconnection
     assert (cancel.ts_event, cancel.ts_init) == (16, 16)
+
+
+def test_a_cancel_while_the_venue_is_down_is_held_and_one_lost_with_the_connection_is_asked_again():
+    k, _ = kernel(lambda q, ctx: ctx.submit(q.symbol, Side.BUY, d("1000")) if q.ts_event < 20 else None)
+    held, lost, answered = (k.handle(i, quote(10 + i, "1.1", "1.1002")).commands[0] for i in (1, 2, 3))
+    for i, cmd in enumerate((held, lost, answered), 4):
+        k.handle(i, OrderAccepted(ts_event=20, ts_init=20, order_id=cmd.order_id, symbol="EURUSD", venue_order_id="v"))
+    admin = lambda *args: AdminCommand(ts_event=30, ts_init=30, command="cancel", args=list(args), operator="ops")  # noqa: E731
+    assert [c.order_id for c in k.handle(7, admin(lost.order_id, answered.order_id)).commands] == [
+        lost.order_id, answered.order_id]  # sent; the connection drops before the first is answered
+    k.handle(8, VenueDisconnected(ts_event=31, ts_init=31, venue="FIX", reason="connection lost"))
+    step = k.handle(9, admin(held.order_id))
+    assert list(step.commands) == []  # nothing goes to a venue that is down ...
+    denied = step.derived[-1]
+    assert isinstance(denied, OrderDenied) and denied.reason == "VENUE_DISCONNECTED"
+    assert denied.detail == "FIX; held until it is back" and k.orders.get(held.order_id).is_open
+    replace = ReplaceOrder(ts_event=32, ts_init=32, order_id=held.order_id, symbol="EURUSD", price=d("1.0"))
+    k.requests.append(replace)  # (no strategy asks for replaces yet) not held: its terms may be stale by then
+    assert [(type(e), getattr(e, "reason", None)) for e in k.handle(10, quote(32, "1.1", "1.1002")).derived] == [
+        (ReplaceOrder, None), (OrderDenied, "VENUE_DISCONNECTED")]
+    # reconciliation finds the second cancel done at the venue; the first was lost with the connection
+    k.handle(11, OrderCanceled(ts_event=33, ts_init=33, order_id=answered.order_id, symbol="EURUSD", reason="r"))
+    again = k.handle(12, VenueConnected(ts_event=34, ts_init=34, venue="FIX")).commands
+    assert sorted(c.order_id for c in again) == sorted([held.order_id, lost.order_id])
+    assert all(c.reason.endswith("(asked again: venue FIX is back)") for c in again)
+    k.handle(13, OrderCancelRejected(ts_event=35, ts_init=35, order_id=lost.order_id, symbol="EURUSD", reason="late"))
+    k.handle(14, VenueDisconnected(ts_event=36, ts_init=36, venue="FIX", reason="connection lost"))
+    # the refused cancel is answered; the other one, unanswered again, is asked once more
+    assert [c.order_id for c in k.handle(15, VenueConnected(ts_event=37, ts_init=37, venue="FIX")).commands] == [
+        held.order_id]
 
 
 def test_reducing_state_allows_only_orders_that_reduce():

@@ -78,6 +78,9 @@ class Kernel:
         self.state = TradingState.ACTIVE
         self.market: dict[str, QuoteTick | Bar | TradeTick] = {}  # last usable market data per symbol
         self.venues_down: set[str] = set()
+        # working orders whose cancel is asked for and not yet answered, with the cancel's reason: held
+        # while the venue is down, and asked again once it is back (a cancel lost with the connection)
+        self.cancels_pending: dict[str, str] = {}
         self.seed: int | None = None
         self.state_before_journal_halt: TradingState | None = None
         self.requests: list[SubmitOrder | CancelOrder | ReplaceOrder] = []
@@ -157,7 +160,8 @@ class Kernel:
         ]
         orders = [(o.order_id, o.status.value, o.filled_qty, o.quantity, o.price, o.uncertain)
                   for o in self.orders.by_id.values()]
-        state = [self.state.value, positions, orders, self.portfolio.max_drawdown]
+        cancels = sorted(self.cancels_pending)
+        state = [self.state.value, positions, orders, self.portfolio.max_drawdown, cancels]
         return hashlib.sha256(msgspec.msgpack.encode(state)).hexdigest()[:16]
 
     def set_paused(self, strategy_id: str, paused: bool) -> None:
@@ -223,6 +227,8 @@ class Kernel:
         order = self.orders.get(event.order_id)
         was_open, leaves, price = order.is_open, order.leaves_qty, order.price
         self.orders.apply_to(order, event)
+        if type(event) is OrderCancelRejected or not order.is_open:  # a cancel (or replace) refused, or moot
+            self.cancels_pending.pop(order.order_id, None)
         if was_open or order.is_open:
             self.gate.on_order(order, was_open, leaves, price)
         for strategy, ctx in self._by_strategy.get(order.strategy_id, ()):
@@ -274,13 +280,19 @@ class Kernel:
 
     def _on_venue_connected(self, msg: VenueConnected) -> None:
         """The venue is back and has reconciled its orders: what it reported meanwhile is applied, and the
-        rest are working as believed."""
+        rest are working as believed. The cancels held while it was down, or sent and never answered, are
+        asked for again; with `cancel_working` every other working order's too."""
         self.venues_down.discard(msg.venue)
         for order in self.orders.open.values():
             order.uncertain = False
+        pending, self.cancels_pending = self.cancels_pending, {}
+        for order_id, reason in pending.items():
+            again = f"{reason} (asked again: venue {msg.venue} is back)"
+            self.request_cancel(self.orders.get(order_id), msg, again)
         if msg.cancel_working:  # the kernel trades through one venue: its working orders are all there
             for order in list(self.orders.open.values()):
-                self.request_cancel(order, msg, f"cancel_on_reconnect: venue {msg.venue} reconnected")
+                if order.order_id not in pending:
+                    self.request_cancel(order, msg, f"cancel_on_reconnect: venue {msg.venue} reconnected")
 
     def request_cancel(self, order: Order, cause_msg: Input, reason: str) -> None:
         """Ask for a working order's cancel, stamped with the input that caused it; it passes the gate."""
@@ -319,6 +331,11 @@ class Kernel:
         order = self.orders.get(cmd.order_id)
         if not order.is_open:
             self._verdict(cmd, ("ORDER_NOT_OPEN", f"status={order.status.value}"))
+            return
+        self.cancels_pending.setdefault(order.order_id, cmd.reason)
+        if self.venues_down:  # held: asked for again once the venue is back (_on_venue_connected)
+            down = ",".join(sorted(self.venues_down))
+            self._verdict(cmd, ("VENUE_DISCONNECTED", f"{down}; held until it is back"))
         else:
             self.gate.note_cancel(self.ts_event)
             self._commands.append(cmd)
@@ -326,6 +343,8 @@ class Kernel:
     def _replace(self, cmd: ReplaceOrder) -> None:
         order = self.orders.get(cmd.order_id)
         denial = ("ORDER_NOT_OPEN", f"status={order.status.value}") if not order.is_open else None
+        if denial is None and self.venues_down:  # not held: its terms may be stale by the time it is back
+            denial = ("VENUE_DISCONNECTED", ",".join(sorted(self.venues_down)))
         if denial is None:
             denial = self.gate.check_replace(cmd, order, self)
         if denial is not None:
