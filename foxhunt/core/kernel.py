@@ -68,6 +68,9 @@ class KernelError(Exception):
     """An input the kernel cannot handle: a bug upstream, never a market outcome."""
 
 
+AGAIN = " (asked again: venue "  # marks a cancel the kernel asks for again (_on_venue_connected)
+
+
 class Kernel:
     def __init__(self, instruments: dict[str, Instrument], strategies: list[Strategy], gate: PreTradeRisk):
         self.instruments = instruments
@@ -287,7 +290,7 @@ class Kernel:
             order.uncertain = False
         pending, self.cancels_pending = self.cancels_pending, {}
         for order_id, reason in pending.items():
-            again = f"{reason} (asked again: venue {msg.venue} is back)"
+            again = f"{reason.split(AGAIN)[0]}{AGAIN}{msg.venue} is back)"  # once, however many times
             self.request_cancel(self.orders.get(order_id), msg, again)
         if msg.cancel_working:  # the kernel trades through one venue: its working orders are all there
             for order in list(self.orders.open.values()):
