@@ -159,8 +159,7 @@ class FixVenue(RemoteVenue):
             self.connected = True
             return [*out, self._connected(ts)]
         if self.mass_status:
-            self._requests += 1
-            self._mass_status_id = f"ms-{time.time_ns() // 1000:x}{self._requests}"  # unique across restarts
+            self._mass_status_id = self._next_id("mass-status")
             self.engine.send("AF", parsing.mass_status_request(self._mass_status_id))
         else:
             self._ask_status(working)
@@ -318,8 +317,8 @@ class FixVenue(RemoteVenue):
     # --- helpers ---------------------------------------------------------------------------------------
 
     def _next_id(self, order_id: str) -> str:
-        # unique across restarts too (a venue refuses a ClOrdID it has seen); never journaled, so the
-        # clock in it does not touch replay
+        # a ClOrdID (or MassStatusReqID) unique across restarts too (a venue refuses one it has seen);
+        # never journaled, so the clock in it does not touch replay
         self._requests += 1
         return f"{order_id}~{time.time_ns() // 1000:x}{self._requests}"
 
