@@ -81,6 +81,9 @@ def test_a_cancel_reject_names_the_order_and_the_reason():
     rejected = parsing.cancel_reject(f, TS, {"ema-7-1": "EURUSD"}.get)
     assert rejected == OrderCancelRejected(ts_event=TS, ts_init=TS, order_id="ema-7-1", symbol="EURUSD",
                                            reason="too late to cancel (102=0): order already filled")
+    # CxlRejResponseTo(434) says which request was refused: 1 a cancel, 2 a replace
+    f = parsing.split(CANCEL_REJECT.replace(raw("|434=1|"), raw("|434=2|"))).fields
+    assert parsing.cancel_reject(f, TS, {"ema-7-1": "EURUSD"}.get).replace
 
 
 @pytest.mark.parametrize(
@@ -128,6 +131,7 @@ def test_refusals_of_our_messages_by_the_session_layer():
     assert text == "value is incorrect (out of range) (373=5): Value is incorrect, tag 38"
     assert isinstance(parsing.refused("D", "a", "EURUSD", text, TS), OrderRejected)
     assert isinstance(parsing.refused("F", "a", "EURUSD", text, TS), OrderCancelRejected)
+    assert not parsing.refused("F", "a", "EURUSD", text, TS).replace and parsing.refused("G", "a", "X", text, TS).replace
 
 
 def test_messages_are_built_from_text_with_length_and_checksum_computed_and_no_delimiter_smuggled_in():

@@ -176,13 +176,17 @@ async def test_replace_partial_fill_cancel_and_a_reject_with_its_reason(exchange
         await h.until(lambda: h.of(resting, OrderCanceled))
         h.venue.send(CancelOrder(ts_event=4, ts_init=4, order_id=resting, symbol="EURUSD"))  # once more: too late
         await h.until(lambda: h.of(resting, OrderCancelRejected))
+        h.venue.send(ReplaceOrder(ts_event=5, ts_init=5, order_id=resting, symbol="EURUSD", quantity=d("40000")))
+        await h.until(lambda: len(h.of(resting, OrderCancelRejected)) == 2)
     (replaced,) = h.of(resting, OrderReplaced)
     assert (replaced.quantity, replaced.price) == (d("50000"), d("1.0905"))
     (partial,) = h.of(big, OrderPartiallyFilled)
     assert (partial.last_qty, partial.leaves_qty, partial.last_price) == (d("100000"), d("100000"), d("1.095"))
     (rejected,) = h.of(bad, OrderRejected)
     assert rejected.reason == "unknown symbol (103=1): no such symbol"
-    assert "too late to cancel" in h.of(resting, OrderCancelRejected)[0].reason
+    too_late, not_replaced = h.of(resting, OrderCancelRejected)
+    assert "too late to cancel" in too_late.reason and not too_late.replace
+    assert "unknown order" in not_replaced.reason and not_replaced.replace  # CxlRejResponseTo(434)=2
 
 
 async def test_session_and_business_rejects_of_an_order_reject_it_with_the_counterpartys_reason(exchange, tmp_path):

@@ -159,9 +159,11 @@ def test_a_cancel_while_the_venue_is_down_is_held_and_one_lost_with_the_connecti
     assert sorted(c.order_id for c in again) == sorted([held.order_id, lost.order_id])
     assert all(c.reason.endswith("(asked again: venue FIX is back)") for c in again)
     k.handle(13, OrderCancelRejected(ts_event=35, ts_init=35, order_id=lost.order_id, symbol="EURUSD", reason="late"))
-    k.handle(14, VenueDisconnected(ts_event=36, ts_init=36, venue="FIX", reason="connection lost"))
+    k.handle(14, OrderCancelRejected(ts_event=35, ts_init=35, order_id=held.order_id, symbol="EURUSD",
+                                     reason="an earlier replace refused", replace=True))  # not the cancel's answer
+    k.handle(15, VenueDisconnected(ts_event=36, ts_init=36, venue="FIX", reason="connection lost"))
     # the refused cancel is answered; the other one, unanswered again, is asked once more, for its reason
-    (once_more,) = k.handle(15, VenueConnected(ts_event=37, ts_init=37, venue="FIX")).commands
+    (once_more,) = k.handle(16, VenueConnected(ts_event=37, ts_init=37, venue="FIX")).commands
     assert once_more.order_id == held.order_id
     assert once_more.reason == "admin cancel by ops (asked again: venue FIX is back)"  # not "again" twice
 

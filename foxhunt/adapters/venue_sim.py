@@ -187,7 +187,7 @@ class SimVenue:
     def _replace(self, cmd: ReplaceOrder) -> None:
         w = self.working.get(cmd.order_id)
         if w is None:
-            self._emit(OrderCancelRejected, cmd, reason="UNKNOWN_ORDER: not working at the venue")
+            self._emit(OrderCancelRejected, cmd, reason="UNKNOWN_ORDER: not working at the venue", replace=True)
             return
         filled = w.cmd.quantity - w.leaves
         qty = w.cmd.quantity if cmd.quantity is None else cmd.quantity
@@ -195,10 +195,11 @@ class SimVenue:
         price = w.price if cmd.price is None else cmd.price
         trigger = w.trigger if cmd.trigger_price is None else cmd.trigger_price
         if qty <= filled or qty % inst.lot_size:
-            self._emit(OrderCancelRejected, cmd, reason=f"INVALID_QUANTITY: {qty} (filled {filled})")
+            self._emit(OrderCancelRejected, cmd, reason=f"INVALID_QUANTITY: {qty} (filled {filled})", replace=True)
             return
         if any(p is not None and (p <= 0 or p % inst.tick_size) for p in (price, trigger)):
-            self._emit(OrderCancelRejected, cmd, reason="INVALID_PRICE: not a positive multiple of the tick")
+            self._emit(OrderCancelRejected, cmd, reason="INVALID_PRICE: not a positive multiple of the tick",
+                       replace=True)
             return
         w.cmd = msgspec.structs.replace(w.cmd, quantity=qty, price=price, trigger_price=trigger)
         w.leaves, w.price, w.trigger = qty - filled, price, trigger

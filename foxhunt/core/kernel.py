@@ -230,7 +230,7 @@ class Kernel:
         order = self.orders.get(event.order_id)
         was_open, leaves, price = order.is_open, order.leaves_qty, order.price
         self.orders.apply_to(order, event)
-        if type(event) is OrderCancelRejected or not order.is_open:  # a cancel (or replace) refused, or moot
+        if not order.is_open or type(event) is OrderCancelRejected and not event.replace:  # moot, or refused
             self.cancels_pending.pop(order.order_id, None)
         if was_open or order.is_open:
             self.gate.on_order(order, was_open, leaves, price)

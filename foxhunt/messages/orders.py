@@ -120,11 +120,13 @@ class OrderCanceled(Input, frozen=True, kw_only=True):
 
 
 class OrderCancelRejected(Input, frozen=True, kw_only=True):
-    """The venue refused a cancel or replace; the order goes on as it was."""
+    """The venue refused a cancel or replace; the order goes on as it was. `replace`: it was a replace
+    (FIX CxlRejResponseTo(434)=2), so a cancel of the order still waits for its answer."""
 
     order_id: str
     symbol: str
     reason: str
+    replace: bool = False
 
 
 class OrderReplaced(Input, frozen=True, kw_only=True):

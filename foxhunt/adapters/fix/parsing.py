@@ -44,11 +44,12 @@ CL_ORD_ID, ORIG_CL_ORD_ID, ORDER_ID, EXEC_ID = 11, 41, 37, 17
 SYMBOL, SIDE, ORDER_QTY, ORD_TYPE, PRICE, STOP_PX = 55, 54, 38, 40, 44, 99
 TIME_IN_FORCE, TRANSACT_TIME, ACCOUNT = 59, 60, 1
 EXEC_TYPE, ORD_STATUS, LEAVES_QTY, CUM_QTY, AVG_PX, LAST_QTY, LAST_PX = 150, 39, 151, 14, 6, 32, 31
-COMMISSION, ORD_REJ_REASON, CXL_REJ_REASON = 12, 103, 102
+COMMISSION, ORD_REJ_REASON, CXL_REJ_REASON, CXL_REJ_RESPONSE_TO = 12, 103, 102, 434
 REF_TAG_ID, SESSION_REJECT_REASON, BUSINESS_REJECT_REASON = 371, 373, 380
 LAST_LIQUIDITY_IND = 851
 MASS_STATUS_REQ_ID, MASS_STATUS_REQ_TYPE, TOT_NUM_REPORTS, LAST_RPT_REQUESTED = 584, 585, 911, 912
 ALL_ORDERS = "7"  # MassStatusReqType(585): status for all orders
+TO_REPLACE = "2"  # CxlRejResponseTo(434): the refused request was a cancel/replace (1: a cancel)
 
 SIDES = {Side.BUY: "1", Side.SELL: "2"}
 SIDES_IN = {v: k for k, v in SIDES.items()}
@@ -249,7 +250,8 @@ def cancel_reject(f: dict[int, str], ts: int, symbol_of: Callable[[str], str | N
     _require(f, CL_ORD_ID)
     order_id = order_id_of(f.get(ORIG_CL_ORD_ID) or f[CL_ORD_ID])
     return OrderCancelRejected(ts_event=ts, ts_init=ts, order_id=order_id, symbol=symbol_of(order_id) or "",
-                               reason=_text(f, CXL_REJ_REASON, CXL_REJ_REASONS))
+                               reason=_text(f, CXL_REJ_REASON, CXL_REJ_REASONS),
+                               replace=f.get(CXL_REJ_RESPONSE_TO) == TO_REPLACE)
 
 
 def session_reject_text(f: dict[int, str]) -> str:
@@ -271,7 +273,8 @@ def refused(msg_type: str, order_id: str, symbol: str, reason: str, ts: int) -> 
     is a cancel reject (the order goes on)."""
     if msg_type == "D":
         return OrderRejected(ts_event=ts, ts_init=ts, order_id=order_id, symbol=symbol, reason=reason)
-    return OrderCancelRejected(ts_event=ts, ts_init=ts, order_id=order_id, symbol=symbol, reason=reason)
+    return OrderCancelRejected(ts_event=ts, ts_init=ts, order_id=order_id, symbol=symbol, reason=reason,
+                               replace=msg_type == "G")
 
 
 def render(fields: Iterable[tuple[int, str]]) -> str:

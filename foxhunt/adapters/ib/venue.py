@@ -96,7 +96,8 @@ class IbVenue(RemoteVenue):
             case CancelOrder() | ReplaceOrder() if cmd.order_id not in self.trades:
                 # an order of an earlier run that IB did not report at reconciliation
                 self._emit(OrderCancelRejected(**self._stamps(), order_id=cmd.order_id, symbol=cmd.symbol,
-                                               reason="IB did not report this order when foxhunt connected"))
+                                               reason="IB did not report this order when foxhunt connected",
+                                               replace=type(cmd) is ReplaceOrder))
             case CancelOrder():
                 self.ib.cancelOrder(self.trades[cmd.order_id].order)
             case ReplaceOrder():
