@@ -18,7 +18,7 @@ from foxhunt.adapters.pg_embedded import EmbeddedCluster
 from foxhunt.adapters.systemd import Notifier
 from foxhunt.admin.server import Access, ServerPolicy
 from foxhunt.config import Config, TradingConfig
-from foxhunt.core.kernel import Kernel
+from foxhunt.core.kernel import BEHAVIOUR, Kernel
 from foxhunt.errors import ConfigError
 from foxhunt.ports import Clock, Venue
 from foxhunt.runtime.live import Operations, VenueFactory, simulated_venue
@@ -187,6 +187,7 @@ def fingerprint() -> dict[str, str]:
     """Where a run happened; journaled with every RunStarted. Stable across runs on one machine."""
     return {
         "foxhunt": foxhunt.__version__,
+        "kernel": str(BEHAVIOUR),
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
         "machine": platform.machine(),

@@ -11,6 +11,7 @@ from foxhunt import config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.journal_discard import DiscardingJournal
 from foxhunt.adapters.journal_memory import MemoryJournalStore
+from foxhunt.core.kernel import BEHAVIOUR
 from foxhunt.errors import ConfigError, InputError, VerificationFailed
 from foxhunt.messages.base import parse_fixed
 from foxhunt.messages.system import RunStarted, RunStopped
@@ -71,6 +72,20 @@ async def test_a_paper_run_on_the_memory_journal_verifies_and_backtests_the_same
     changed = await replay.trading_config(store, "j", ["strategy.ema_cross.fast=4"], None)
     with pytest.raises(VerificationFailed, match="diverged"):
         await replay.verify(store, "j", changed)
+
+
+async def test_a_divergence_on_a_journal_an_earlier_kernel_recorded_says_so():
+    store = MemoryJournalStore()
+    for name, fingerprint in (("old", FINGERPRINT), ("now", {**FINGERPRINT, "kernel": str(BEHAVIOUR)})):
+        clock = EventClock()
+        await run_paper(store, CFG, RunRequest(name, synthetic(2000, clock), clock), fingerprint)
+    changed = await replay.trading_config(store, "old", ["strategy.ema_cross.fast=4"], None)
+    with pytest.raises(VerificationFailed, match="diverged") as old:
+        await replay.verify(store, "old", changed)
+    assert f"recorded by kernel behaviour 1; this foxhunt's kernel is behaviour {BEHAVIOUR}" in str(old.value)
+    with pytest.raises(VerificationFailed, match="diverged") as now:
+        await replay.verify(store, "now", changed)
+    assert "kernel behaviour" not in str(now.value)  # the same kernel: the configuration is what differs
 
 
 async def test_duration_stops_a_run_that_would_go_on():

@@ -64,6 +64,15 @@ MAX_ROUNDS = 1000
 _SEVERITY = {TradingState.ACTIVE: 0, TradingState.REDUCING: 1, TradingState.HALTED: 2}  # tighten()'s order
 
 
+# What the kernel derives from its inputs, as a version: raised with every change that makes it derive
+# other events from the same inputs, and journaled with each run (the "kernel" of RunStarted's fingerprint),
+# so that a verify that diverges on a journal an earlier kernel recorded says so. Journals from before it
+# was journaled count as 1. 2: VenueDisconnected derives OrdersUncertain, cancels are held while a venue
+# is down and asked again when it is back, cancel_on_reconnect is the kernel's; only a cancel's refusal
+# (not a replace's) answers a pending cancel.
+BEHAVIOUR = 2
+
+
 class KernelError(Exception):
     """An input the kernel cannot handle: a bug upstream, never a market outcome."""
 
@@ -85,6 +94,7 @@ class Kernel:
         # while the venue is down, and asked again once it is back (a cancel lost with the connection)
         self.cancels_pending: dict[str, str] = {}
         self.seed: int | None = None
+        self.run: RunStarted | None = None  # the start of the run the inputs are of
         self.state_before_journal_halt: TradingState | None = None
         self.requests: list[SubmitOrder | CancelOrder | ReplaceOrder] = []
         self.contexts = {s.strategy_id: StrategyContext(self, s) for s in strategies}
@@ -370,6 +380,7 @@ class Kernel:
     # --- system ----------------------------------------------------------------------------------
 
     def _on_run_started(self, msg: RunStarted) -> None:
+        self.run = msg
         self.seed = msg.seed
         for s in self.strategies:
             ctx = self.contexts[s.strategy_id]

@@ -19,7 +19,7 @@ import msgspec
 from foxhunt.adapters.journal_discard import DiscardingJournal
 from foxhunt.adapters.venue_sim import SimVenue
 from foxhunt.config import TradingConfig, trading_from_json
-from foxhunt.core.kernel import Kernel
+from foxhunt.core.kernel import BEHAVIOUR, Kernel
 from foxhunt.core.risk import PreTradeRisk
 from foxhunt.core.strategies import build_strategy
 from foxhunt.errors import ConfigError, JournalMismatch, VerificationFailed
@@ -120,6 +120,14 @@ class Verifier:
         lines = [f"replay of journal {self.name!r} diverged: {what}"]
         if self.cause is not None:
             lines.append(f"caused by input seq {self.cause.seq} ({type(self.cause.message).__name__})")
+        where = self.kernel.run.fingerprint if self.kernel.run is not None else {"kernel": str(BEHAVIOUR)}
+        if where.get("kernel", "1") != str(BEHAVIOUR):  # journals from before it was recorded: 1
+            version = f" (foxhunt {where['foxhunt']})" if "foxhunt" in where else ""
+            lines.append(
+                f"the run was recorded by kernel behaviour {where.get('kernel', '1')}{version}; this foxhunt's"
+                f" kernel is behaviour {BEHAVIOUR}, which derives other events from some inputs"
+                " (foxhunt/core/kernel.py, BEHAVIOUR): verify the journal with the foxhunt that recorded it"
+            )
         lines.append("recorded:" if recorded else "recorded: nothing")
         if recorded:
             lines.append(_show(recorded.seq, codec.decode(recorded.payload)))
