@@ -1,6 +1,6 @@
 """A small exchange behind a real quickfix acceptor, for the FIX tests. Run as a subprocess:
 
-    python tests/fix_exchange.py SETTINGS_FILE [--rest-limits]     (runs until its stdin closes)
+    python tests/fix_exchange.py SETTINGS_FILE [--rest-limits] [--no-mass-status]   (runs until its stdin closes)
 
 Matching, per NewOrderSingle:
 - a symbol other than EURUSD, GBPUSD, USDJPY is rejected (OrdRejReason 1, with text);
@@ -14,7 +14,8 @@ Matching, per NewOrderSingle:
 OrderCancelRequest cancels a resting order (or answers OrderCancelReject, unknown order / too late);
 OrderCancelReplaceRequest changes quantity and price; OrderStatusRequest answers ExecType I;
 OrderMassStatusRequest answers ExecType I for every working order (the last with LastRptRequested=Y),
-or one report naming no order when none is working.
+or one report naming no order when none is working; with --no-mass-status it refuses it with a
+BusinessMessageReject (unsupported message type), as a counterparty without it does.
 """
 
 from __future__ import annotations
@@ -41,9 +42,10 @@ class Order:
 
 
 class Exchange(fix.Application):
-    def __init__(self, rest_limits: bool = False) -> None:
+    def __init__(self, rest_limits: bool = False, mass_status: bool = True) -> None:
         super().__init__()
         self.rest_limits = rest_limits  # every limit order rests, whatever its size
+        self.answers_mass_status = mass_status  # else it refuses OrderMassStatusRequest
         self.orders: dict[str, Order] = {}  # by the ClOrdID the order is known by now
         self.ids = itertools.count(1)
         self.session = None
@@ -137,6 +139,10 @@ class Exchange(fix.Application):
         self.report(o, "I")
 
     def mass_status(self, f: dict[str, str]) -> None:
+        if not self.answers_mass_status:
+            self.send("j", {"45": f["34"], "372": "AF", "379": f["584"], "380": "3",
+                            "58": "OrderMassStatusRequest not supported"})
+            return
         working = list({id(o): o for o in self.orders.values() if o.status in ("0", "1")}.values())
         if not working:
             self.send("8", {"584": f["584"], "911": "0", "912": "Y", "11": "NONE", "17": f"S{next(self.ids)}",
@@ -186,7 +192,7 @@ def _d(x: Decimal) -> str:
 
 def main() -> None:
     settings = fix.SessionSettings(sys.argv[1])
-    app = Exchange(rest_limits="--rest-limits" in sys.argv[2:])
+    app = Exchange(rest_limits="--rest-limits" in sys.argv[2:], mass_status="--no-mass-status" not in sys.argv[2:])
     acceptor = fix.SocketAcceptor(app, fix.FileStoreFactory(settings), settings, fix.FileLogFactory(settings))
     acceptor.start()
     print("exchange: listening", flush=True)

@@ -56,8 +56,9 @@ def free_port() -> int:
 class Exchange:
     """The exchange subprocess, restartable; its store (sequence numbers) and message log persist."""
 
-    def __init__(self, base: Path, rest_limits: bool = False) -> None:
+    def __init__(self, base: Path, rest_limits: bool = False, mass_status: bool = True) -> None:
         self.rest_limits = rest_limits
+        self.mass_status = mass_status
         self.port = free_port()
         self.base = base
         self.log = base / "exch-log"
@@ -71,7 +72,7 @@ class Exchange:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        args = ["--rest-limits"] if self.rest_limits else []
+        args = [*(["--rest-limits"] if self.rest_limits else []), *([] if self.mass_status else ["--no-mass-status"])]
         self.proc = subprocess.Popen([sys.executable, str(HERE / "fix_exchange.py"), str(self.settings), *args],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert self.proc.stdout.readline().strip() == "exchange: listening", self.proc.stderr.read()
@@ -251,6 +252,27 @@ async def test_cancel_on_reconnect_asks_the_kernel_to_cancel_what_is_still_worki
     assert h.book.get(oid).status.value == "CANCELED"
     # the mass status listed the working order: no request of its own
     assert (from_us(exchange_log, "AF"), from_us(exchange_log, "H")) == ((1, 0) if mass_status else (0, 1))
+
+
+async def test_a_counterparty_that_refuses_mass_status_is_asked_order_by_order(tmp_path):
+    ex = Exchange(tmp_path, mass_status=False)
+    ex.start()
+    try:
+        # the fallback must not wait for the reconciliation's deadline
+        h = Harness(tmp_path, ex.port, mass_status=True, reconcile_timeout=60)
+        async with h.running():
+            oid = h.submit(order_type=OrderType.LIMIT, price="1.09", account="DROP_REST")
+            await h.until(lambda: sum(isinstance(e, VenueConnected) for e in h.events) == 2, timeout=30)
+    finally:
+        ex.stop()
+    session = [(e.event, e.detail) for e in h.events if isinstance(e, VenueSessionEvent)]
+    refused = [detail for event, detail in session if event == "mass_status_refused"]
+    assert len(refused) == 1 and "unsupported message type (380=3)" in refused[0], session
+    assert "OrderStatusRequest per working order from now on" in refused[0]
+    assert not any(event == "reconciled" and "no status" in detail for event, detail in session)  # answered
+    assert h.book.get(oid).is_open and not h.venue.mass_status
+    assert (from_us(ex.log, "AF"), from_us(ex.log, "H")) == (1, 1)
+    assert not [e for e in h.events if isinstance(e, VenueMessageIgnored)]
 
 
 async def test_a_restart_continues_the_sequence_and_answers_a_resend_request(exchange, tmp_path):

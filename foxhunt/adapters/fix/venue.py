@@ -10,7 +10,8 @@ Session events are inputs too: a logon, a logout or a lost connection, sequence 
 and session-level rejects. After a disconnect the kernel holds new orders for the venue (it is down)
 and records its working orders as uncertain; after a logon foxhunt first asks the status of every order
 it believes working (OrderStatusRequest, or one OrderMassStatusRequest where the counterparty supports
-it, then one request for each working order its answer leaves out) and records what the venue says
+it, then one request for each working order its answer leaves out; if the counterparty rejects it, one
+request per order from then on) and records what the venue says
 (fills it missed, cancels, rejects), and only then announces the venue connected, so trading resumes on
 reconciled state. Optionally (cancel_on_reconnect) that announcement asks the kernel to cancel every
 working order, which it does as journaled commands like any other.
@@ -186,11 +187,33 @@ class FixVenue(RemoteVenue):
                                          f"ClOrdID {f.get(parsing.CL_ORD_ID)!r}", raw))
         if f.get(parsing.LAST_RPT_REQUESTED) == "Y":
             self._mass_status_id = None
-            waiting = self._reconciling
-            if waiting:
-                orders = self.orders()
-                self._ask_status({oid: orders[oid] for oid in sorted(waiting) if oid in orders})
+            self._ask_waiting()
         return out
+
+    def _ask_waiting(self) -> None:
+        """Ask the status of each order reconciliation still waits for."""
+        if self._reconciling:
+            orders = self.orders()
+            self._ask_status({oid: orders[oid] for oid in sorted(self._reconciling) if oid in orders})
+
+    def _mass_status_refused(self, f: dict[int, str], ts: int, why: str) -> list[Input]:
+        """A reject of our OrderMassStatusRequest: the counterparty does not support it, so the orders being
+        reconciled are asked about one by one, now and at every later logon."""
+        if self._mass_status_id is None or self._ref_msg_type(f) != "AF":
+            return []
+        self._mass_status_id, self.mass_status = None, False
+        self._ask_waiting()
+        return [self._session(ts, event="mass_status_refused",
+                              detail=f"{why}; reconciling with an OrderStatusRequest per working order from now on")]
+
+    def _ref_msg_type(self, f: dict[int, str]) -> str | None:
+        """The MsgType of our message that a Reject(3) or BusinessMessageReject(j) refers to: its
+        RefMsgType(372), else that of the message we sent with its RefSeqNum(45)."""
+        if f.get(parsing.REF_MSG_TYPE):
+            return f[parsing.REF_MSG_TYPE]
+        seq = f.get(parsing.REF_SEQ_NUM, "")
+        sent = self.engine.sent_message(seq) if seq.isdigit() else None
+        return sent.get(parsing.MSG_TYPE) if sent is not None else None
 
     def _reconciled(self, ts: int, detail: str) -> list[Input]:
         self._reconciling = None
@@ -216,7 +239,8 @@ class FixVenue(RemoteVenue):
             case "3":  # session-level Reject of one of our messages
                 text = parsing.session_reject_text(f)
                 out = [self._session(ts, event="reject", detail=text)]
-                return out + self._refused(f, ts, f"session reject: {text}")
+                why = f"session reject: {text}"
+                return out + (self._mass_status_refused(f, ts, why) or self._refused(f, ts, why))
             case "4":
                 detail = f"NewSeqNo={f.get(36, '?')} GapFill={f.get(123, 'N')}"
                 return [self._session(ts, event="sequence_reset", detail=detail)]
@@ -280,8 +304,9 @@ class FixVenue(RemoteVenue):
                     return [self._ignored(ts, f"cancel reject for an order foxhunt never sent: {event.order_id}", raw)]
                 return [event]
             case "j":
-                return self._refused(f, ts, f"business reject: {parsing.business_reject_text(f)}") or [
-                    self._ignored(ts, f"business reject: {parsing.business_reject_text(f)}", raw)]
+                why = f"business reject: {parsing.business_reject_text(f)}"
+                return (self._mass_status_refused(f, ts, why) or self._refused(f, ts, why)
+                        or [self._ignored(ts, why, raw)])
         return [self._ignored(ts, f"unexpected message type {parsed.msg_type!r}", raw)]
 
     def _status(self, order: Order, f: dict[int, str], ts: int) -> list[Input]:
