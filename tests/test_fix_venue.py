@@ -495,6 +495,24 @@ async def test_an_order_the_counterparty_asks_us_to_resend_is_not_sent_twice(tmp
     assert sent_orders(ex.log, first) == 1  # the original only
 
 
+async def test_an_acknowledged_order_the_venue_no_longer_knows_is_reconciled_as_canceled(tmp_path):
+    ex = Exchange(tmp_path)
+    ex.start()
+    try:
+        h = Harness(tmp_path, ex.port)
+        async with h.running():
+            oid = h.submit(order_type=OrderType.LIMIT, price="1.09")
+            await h.until(lambda: h.of(oid, OrderAccepted))
+            ex.stop()  # its order book goes with it; its message store stays
+            ex.start()
+            await h.until(lambda: sum(isinstance(e, VenueConnected) for e in h.events) == 2, timeout=30)
+    finally:
+        ex.stop()
+    (canceled,) = h.of(oid, OrderCanceled)
+    assert canceled.reason == "reconciled: no longer working at the venue: unknown order"
+    assert h.book.get(oid).status.value == "CANCELED"  # an acknowledged order cannot become REJECTED
+
+
 def run_daemon(cli_env, pg_dsn, journal_name: str, strategy: str, state_dir: Path, tmp_path: Path, port: int,
                **fix_options: str) -> subprocess.CompletedProcess:
     """`foxhunt run` trading through the FIX venue against the exchange on `port`, for 6,000 quotes."""

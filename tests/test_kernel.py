@@ -13,11 +13,13 @@ from foxhunt.messages.base import Input
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.market import QuoteTick
 from foxhunt.messages.orders import (
+    CancelOrder,
     OrderAccepted,
     OrderCanceled,
     OrderCancelRejected,
     OrderDenied,
     OrderFilled,
+    OrderReportRefused,
     OrdersUncertain,
     OrderSubmitted,
     OrderType,
@@ -166,6 +168,42 @@ def test_a_cancel_while_the_venue_is_down_is_held_and_one_lost_with_the_connecti
     (once_more,) = k.handle(16, VenueConnected(ts_event=37, ts_init=37, venue="FIX")).commands
     assert once_more.order_id == held.order_id
     assert once_more.reason == "admin cancel by ops (asked again: venue FIX is back)"  # not "again" twice
+
+
+def test_a_report_the_orders_lifecycle_does_not_allow_is_refused_and_a_refused_fill_halts():
+    """A counterparty's duplicate or contradicting report must not stop the kernel: it is journaled before
+    the kernel sees it, so raising would end the daemon at every restart too."""
+    k, _ = kernel(buy_once())
+    (cmd,) = k.handle(1, quote(10, "1.1", "1.1002")).commands
+    accepted = OrderAccepted(ts_event=11, ts_init=11, order_id=cmd.order_id, symbol="EURUSD", venue_order_id="v")
+    k.handle(2, accepted)
+
+    def fill(qty: str, **changes) -> OrderFilled:
+        return OrderFilled(**{"ts_event": 12, "ts_init": 12, "order_id": cmd.order_id, "symbol": "EURUSD",
+                              "side": Side.BUY, "trade_id": "t1", "last_qty": d(qty), "last_price": d("1.1002"),
+                              "leaves_qty": 0, **changes})
+
+    refusals = {
+        "OrderAccepted not allowed for an order in ACCEPTED": accepted,
+        "no such order": OrderCanceled(ts_event=12, ts_init=12, order_id="nope", symbol="EURUSD"),
+        "symbol GBPUSD is not the order's EURUSD": OrderCanceled(ts_event=12, ts_init=12, order_id=cmd.order_id,
+                                                                 symbol="GBPUSD"),
+    }
+    for seq, (reason, report) in enumerate(refusals.items(), 3):
+        (refused,) = k.handle(seq, report).derived
+        assert isinstance(refused, OrderReportRefused) and (refused.reason, refused.report) == (
+            reason, type(report).__name__)
+    assert k.orders.get(cmd.order_id).status.value == "ACCEPTED" and k.state is TradingState.ACTIVE
+    # a fill it cannot apply: the position stays, and trading halts (the working order's cancel included)
+    refused, halted, cancel = k.handle(6, fill("100001")).derived
+    assert refused.reason == "fill of 100001 beyond the order's 100000 (0 filled)"
+    assert isinstance(halted, TradingStateChanged) and halted.state is TradingState.HALTED
+    assert halted.cause == f"fill t1 of order {cmd.order_id} refused: {refused.reason}"
+    assert isinstance(cancel, CancelOrder) and cancel.order_id == cmd.order_id
+    assert k.portfolio.positions == {} and k.orders.get(cmd.order_id).filled_qty == 0
+    (wrong_side,) = k.handle(7, fill("100000", side=Side.SELL)).derived  # halted already: the refusal only
+    assert wrong_side.reason == "fill side SELL is not the order's BUY"
+    assert [type(e) for e in k.handle(8, fill("100000")).derived] == [PositionChanged]  # the fill that fits
 
 
 def test_reducing_state_allows_only_orders_that_reduce():

@@ -14,13 +14,13 @@ from typing import Any, cast
 import msgspec
 
 from foxhunt.core.operator import Operator
-from foxhunt.core.orders import Order, Orders
+from foxhunt.core.orders import TRANSITIONS, Order, Orders
 from foxhunt.core.portfolio import Portfolio
 from foxhunt.core.risk import PreTradeRisk
 from foxhunt.core.safeguards import Safeguards
 from foxhunt.core.step import Step
 from foxhunt.core.strategy import Strategy, StrategyContext
-from foxhunt.messages.base import Derived, Input
+from foxhunt.messages.base import Derived, Input, format_fixed
 from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import (
     CancelOrder,
@@ -34,6 +34,7 @@ from foxhunt.messages.orders import (
     OrderPartiallyFilled,
     OrderRejected,
     OrderReplaced,
+    OrderReportRefused,
     OrdersUncertain,
     OrderSubmitted,
     ReplaceOrder,
@@ -69,7 +70,8 @@ _SEVERITY = {TradingState.ACTIVE: 0, TradingState.REDUCING: 1, TradingState.HALT
 # so that a verify that diverges on a journal an earlier kernel recorded says so. Journals from before it
 # was journaled count as 1. 2: VenueDisconnected derives OrdersUncertain, cancels are held while a venue
 # is down and asked again when it is back, cancel_on_reconnect is the kernel's; only a cancel's refusal
-# (not a replace's) answers a pending cancel.
+# (not a replace's) answers a pending cancel; a report the order's lifecycle does not allow derives
+# OrderReportRefused (and, for a fill, a halt), where the kernel raised before.
 BEHAVIOUR = 2
 
 
@@ -121,12 +123,12 @@ class Kernel:
             QuoteTick: self._on_quote,
             Bar: self._on_bar,
             TradeTick: self._on_trade,
-            OrderAccepted: self._on_order_event,
-            OrderRejected: self._on_order_event,
-            OrderCanceled: self._on_order_event,
-            OrderCancelRejected: self._on_order_event,
-            OrderReplaced: self._on_order_event,
-            OrderExpired: self._on_order_event,
+            OrderAccepted: self._on_report,
+            OrderRejected: self._on_report,
+            OrderCanceled: self._on_report,
+            OrderCancelRejected: self._on_report,
+            OrderReplaced: self._on_report,
+            OrderExpired: self._on_report,
             OrderPartiallyFilled: self._on_fill,
             OrderFilled: self._on_fill,
             RunStarted: self._on_run_started,
@@ -247,10 +249,23 @@ class Kernel:
         for strategy, ctx in self._by_strategy.get(order.strategy_id, ()):
             strategy.on_order_event(event, order, ctx)
 
+    def _on_report(self, report: OrderEvent) -> None:
+        """A venue's report of one of our orders, other than a fill: applied if the order's lifecycle
+        allows it, else recorded as refused."""
+        reason = _refusal(self.orders.by_id.get(report.order_id), report)
+        if reason:
+            self.emit(OrderReportRefused(ts_event=report.ts_event, ts_init=report.ts_init, order_id=report.order_id,
+                                         symbol=report.symbol, report=type(report).__name__, reason=reason))
+        else:
+            self._on_order_event(report)
+
     def _on_fill(self, fill: OrderPartiallyFilled | OrderFilled) -> None:
-        order = self.orders.get(fill.order_id)
-        if fill.side is not order.side:
-            raise KernelError(f"fill side {fill.side.value} differs from order {order.order_id}")
+        reason = _refusal(self.orders.by_id.get(fill.order_id), fill)
+        if reason:  # money moved at the venue that the positions cannot show: the kill switch
+            self.emit(OrderReportRefused(ts_event=fill.ts_event, ts_init=fill.ts_init, order_id=fill.order_id,
+                                         symbol=fill.symbol, report=type(fill).__name__, reason=reason))
+            self.tighten(TradingState.HALTED, fill, f"fill {fill.trade_id} of order {fill.order_id} refused: {reason}")
+            return
         inst = self.instruments[fill.symbol]
         pos = self.portfolio.open_position(fill.symbol, inst.currency, inst.multiplier)
         self.portfolio.apply_fill(pos, fill.side, fill.last_qty, fill.last_price, fill.commission)
@@ -408,6 +423,24 @@ class Kernel:
             )
         )
         self.state = state
+
+
+def _refusal(order: Order | None, report: OrderEvent) -> str:
+    """Why the order's lifecycle does not allow this report of the venue's; "" if it does."""
+    if order is None:
+        return "no such order"
+    if report.symbol != order.symbol:
+        return f"symbol {report.symbol} is not the order's {order.symbol}"
+    if (order.status, type(report)) not in TRANSITIONS:
+        return f"{type(report).__name__} not allowed for an order in {order.status.value}"
+    if type(report) is OrderFilled or type(report) is OrderPartiallyFilled:
+        fill = cast(OrderFilled, report)
+        if fill.side is not order.side:
+            return f"fill side {fill.side.value} is not the order's {order.side.value}"
+        if order.filled_qty + fill.last_qty > order.quantity:
+            return (f"fill of {format_fixed(fill.last_qty)} beyond the order's {format_fixed(order.quantity)}"
+                    f" ({format_fixed(order.filled_qty)} filled)")
+    return ""
 
 
 def _ignore(msg: Input) -> None:

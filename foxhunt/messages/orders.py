@@ -88,6 +88,18 @@ class OrderDenied(Derived, frozen=True, kw_only=True):
     detail: str = ""
 
 
+class OrderReportRefused(Derived, frozen=True, kw_only=True):
+    """A venue's report that the order's lifecycle does not allow: a second acknowledgement, a fill beyond
+    the order's quantity or after its end, a report for an order the kernel does not have. The order stays
+    as it was; a refused fill also halts trading, since the venue says it traded what the positions do not
+    show, and an operator must reconcile them."""
+
+    order_id: str
+    symbol: str
+    report: str  # the report's kind
+    reason: str
+
+
 class OrdersUncertain(Derived, frozen=True, kw_only=True):
     """The venue went down while these orders were working: what became of them there is unknown until it
     is back and has reconciled them (the reports it records, then VenueConnected). Meanwhile they count as

@@ -37,7 +37,7 @@ from foxhunt.adapters.fix import parsing
 from foxhunt.adapters.fix.parsing import FixParseError, Working
 from foxhunt.adapters.fix.session import FixEngine, Inbound
 from foxhunt.adapters.venue_remote import RemoteVenue, Reports
-from foxhunt.core.orders import Order
+from foxhunt.core.orders import Order, OrderStatus
 from foxhunt.messages.base import Input
 from foxhunt.messages.orders import (
     CancelOrder,
@@ -327,9 +327,14 @@ class FixVenue(RemoteVenue):
         if still_open and status == "4":
             out.append(OrderCanceled(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
                                      reason="reconciled: canceled at the venue"))
-        elif still_open and status == "8":
-            out.append(OrderRejected(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
-                                     reason=f"reconciled: {f.get(parsing.TEXT, 'rejected at the venue')}"))
+        elif still_open and status == "8":  # rejected, or (for most venues) not known at all
+            text = f.get(parsing.TEXT, "rejected at the venue")
+            if order.status is OrderStatus.SUBMITTED:
+                out.append(OrderRejected(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
+                                         reason=f"reconciled: {text}"))
+            else:  # it was acknowledged, so it did work there: now it does not
+                out.append(OrderCanceled(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
+                                         reason=f"reconciled: no longer working at the venue: {text}"))
         if any(isinstance(e, TERMINAL) for e in out):
             self.closed.add(order.order_id)
         waiting = self._reconciling
