@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import Self
 from pathlib import Path
 
 import anyio
@@ -77,6 +78,13 @@ class Exchange:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert self.proc.stdout.readline().strip() == "exchange: listening", self.proc.stderr.read()
 
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
     def stop(self) -> None:
         if self.proc is not None:
             self.proc.stdin.close()
@@ -89,10 +97,8 @@ class Exchange:
 
 @pytest.fixture
 def exchange(tmp_path):
-    ex = Exchange(tmp_path)
-    ex.start()
-    yield ex.port, ex.log
-    ex.stop()
+    with Exchange(tmp_path) as ex:
+        yield ex.port, ex.log
 
 
 class Harness(VenueHarness):
@@ -255,16 +261,12 @@ async def test_cancel_on_reconnect_asks_the_kernel_to_cancel_what_is_still_worki
 
 
 async def test_a_counterparty_that_refuses_mass_status_is_asked_order_by_order(tmp_path):
-    ex = Exchange(tmp_path, mass_status=False)
-    ex.start()
-    try:
+    with Exchange(tmp_path, mass_status=False) as ex:
         # the fallback must not wait for the reconciliation's deadline
         h = Harness(tmp_path, ex.port, mass_status=True, reconcile_timeout=60)
         async with h.running():
             oid = h.submit(order_type=OrderType.LIMIT, price="1.09", account="DROP_REST")
             await h.until(lambda: sum(isinstance(e, VenueConnected) for e in h.events) == 2, timeout=30)
-    finally:
-        ex.stop()
     session = [(e.event, e.detail) for e in h.events if isinstance(e, VenueSessionEvent)]
     refused = [detail for event, detail in session if event == "mass_status_refused"]
     assert len(refused) == 1 and "unsupported message type (380=3)" in refused[0], session
@@ -468,9 +470,7 @@ async def test_a_refused_logon_is_journaled_with_the_counterpartys_reason(tmp_pa
 
 
 async def test_an_order_the_counterparty_asks_us_to_resend_is_not_sent_twice(tmp_path):
-    ex = Exchange(tmp_path)
-    ex.start()
-    try:
+    with Exchange(tmp_path) as ex:
         h = Harness(tmp_path, ex.port)
         async with h.running():
             first = h.submit()
@@ -486,8 +486,6 @@ async def test_an_order_the_counterparty_asks_us_to_resend_is_not_sent_twice(tmp
         async with h2.running():
             await h2.until(lambda: any(isinstance(e, VenueSessionEvent) and e.event == "resend_suppressed"
                                        for e in h2.events))
-    finally:
-        ex.stop()
     events = {e.event for e in h2.events if isinstance(e, VenueSessionEvent)}
     assert {"logon", "resend_request", "resend_suppressed"} <= events
     suppressed = next(e for e in h2.events if isinstance(e, VenueSessionEvent) and e.event == "resend_suppressed")
@@ -496,9 +494,7 @@ async def test_an_order_the_counterparty_asks_us_to_resend_is_not_sent_twice(tmp
 
 
 async def test_an_acknowledged_order_the_venue_no_longer_knows_is_reconciled_as_canceled(tmp_path):
-    ex = Exchange(tmp_path)
-    ex.start()
-    try:
+    with Exchange(tmp_path) as ex:
         h = Harness(tmp_path, ex.port)
         async with h.running():
             oid = h.submit(order_type=OrderType.LIMIT, price="1.09")
@@ -506,8 +502,6 @@ async def test_an_acknowledged_order_the_venue_no_longer_knows_is_reconciled_as_
             ex.stop()  # its order book goes with it; its message store stays
             ex.start()
             await h.until(lambda: sum(isinstance(e, VenueConnected) for e in h.events) == 2, timeout=30)
-    finally:
-        ex.stop()
     (canceled,) = h.of(oid, OrderCanceled)
     assert canceled.reason == "reconciled: no longer working at the venue: unknown order"
     assert h.book.get(oid).status.value == "CANCELED"  # an acknowledged order cannot become REJECTED
@@ -540,13 +534,9 @@ def test_the_daemon_trades_through_fix_and_its_journal_verifies(
 
     # zscore's limit orders rest at this exchange and never expire (a huge ttl), so one is working when the
     # run stops: the stop policy must cancel it and wait for the exchange to confirm
-    ex = Exchange(tmp_path, rest_limits=strategy == "zscore")
-    ex.start()
-    exchange_log = ex.log
-    try:
+    with Exchange(tmp_path, rest_limits=strategy == "zscore") as ex:
         run = run_daemon(cli_env, pg_dsn, journal_name, strategy, state_dir, tmp_path, ex.port)
-    finally:
-        ex.stop()
+    exchange_log = ex.log
     assert run.returncode == 0, run.stderr[-3000:]
     summary = json.loads(run.stdout)
     # orders are denied (VENUE_DISCONNECTED) until the session has logged on, a second or two into the feed
@@ -577,13 +567,9 @@ def test_cancel_on_reconnect_through_the_daemon_cancels_with_journaled_commands_
 
     # every order rests and the exchange then drops the connection (account DROP_REST): each logon after
     # that reconciles a working order (by mass status here), and the policy has the kernel cancel it
-    ex = Exchange(tmp_path, rest_limits=True)
-    ex.start()
-    try:
+    with Exchange(tmp_path, rest_limits=True) as ex:
         run = run_daemon(cli_env, pg_dsn, journal_name, "zscore", state_dir, tmp_path, ex.port,
                          account="DROP_REST", cancel_on_reconnect="true", reconcile_with="mass_status")
-    finally:
-        ex.stop()
     assert run.returncode == 0, run.stderr[-3000:]
     assert from_us(ex.log, "AF") >= 1
     with psycopg.connect(pg_dsn) as conn:

@@ -19,9 +19,9 @@ from foxhunt.messages.orders import (
     OrderPartiallyFilled,
     OrderRejected,
     OrderReplaced,
-    OrdersUncertain,
     OrderReportRefused,
     OrderSubmitted,
+    OrdersUncertain,
     ReplaceOrder,
     SubmitOrder,
 )
