@@ -12,7 +12,9 @@ Matching, per NewOrderSingle:
 - account SESSION_REJECT or BUSINESS_REJECT: the order is refused with a session-level Reject(3) or a
   BusinessMessageReject(j) that names it only by our MsgSeqNum (RefSeqNum 45).
 OrderCancelRequest cancels a resting order (or answers OrderCancelReject, unknown order / too late);
-OrderCancelReplaceRequest changes quantity and price; OrderStatusRequest answers ExecType I;
+OrderCancelReplaceRequest changes quantity and price; both must name the order by its latest ClOrdID
+(OrigClOrdID), else they are refused as unknown; OrderStatusRequest answers ExecType I, for any of the
+order's ClOrdIDs;
 OrderMassStatusRequest answers ExecType I for every working order (the last with LastRptRequested=Y),
 or one report naming no order when none is working; with --no-mass-status it refuses it with a
 BusinessMessageReject (unsupported message type), as a counterparty without it does.
@@ -113,6 +115,8 @@ class Exchange(fix.Application):
             self.send("9", {"11": f["11"], "41": f["41"], "37": o.order_id if o else "NONE", "39": o.status if o else "8",
                             "434": "1", "102": reason, "58": "unknown order" if o is None else "too late to cancel"})
             return
+        if self._stale(f, o, "1"):
+            return
         o.status = "4"
         self.orders[f["11"]] = o
         o.cl_ord_id = f["11"]
@@ -124,11 +128,22 @@ class Exchange(fix.Application):
             self.send("9", {"11": f["11"], "41": f["41"], "37": "NONE", "39": "8", "434": "2", "102": "1",
                             "58": "unknown order"})
             return
+        if self._stale(f, o, "2"):
+            return
         o.qty = Decimal(f["38"])
         o.price = Decimal(f["44"]) if "44" in f else o.price
         o.cl_ord_id = f["11"]
         self.orders[f["11"]] = o
         self.report(o, "5", orig=f["41"])
+
+    def _stale(self, f: dict[str, str], o: Order, response_to: str) -> bool:
+        """A cancel or replace must name the order by its latest ClOrdID (FIX 4.4, OrigClOrdID(41)): one
+        that names it by an earlier one is refused, as unknown."""
+        if f["41"] == o.cl_ord_id:
+            return False
+        self.send("9", {"11": f["11"], "41": f["41"], "37": o.order_id, "39": o.status, "434": response_to,
+                        "102": "1", "58": f"OrigClOrdID {f['41']} is not the order's latest ClOrdID"})
+        return True
 
     def status(self, f: dict[str, str]) -> None:
         o = self.orders.get(f["11"])

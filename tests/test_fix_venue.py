@@ -196,6 +196,24 @@ async def test_replace_partial_fill_cancel_and_a_reject_with_its_reason(exchange
     assert "unknown order" in not_replaced.reason and not_replaced.replace  # CxlRejResponseTo(434)=2
 
 
+async def test_after_a_restart_a_replaced_order_is_canceled_by_the_clordid_the_venue_knows(exchange, tmp_path):
+    port, exchange_log = exchange
+    h = Harness(tmp_path, port)
+    async with h.running():
+        oid = h.submit(order_type=OrderType.LIMIT, price="1.09")
+        await h.until(lambda: h.of(oid, OrderAccepted))
+        h.venue.send(ReplaceOrder(ts_event=2, ts_init=2, order_id=oid, symbol="EURUSD", quantity=d("50000")))
+        await h.until(lambda: h.of(oid, OrderReplaced))
+    h2 = Harness(tmp_path, port)  # a restart: the order comes back from the journal, its ClOrdIDs do not
+    h2.book, h2.seq = h.book, h.seq
+    async with h2.running():
+        await h2.until(lambda: any(isinstance(e, VenueConnected) for e in h2.events))  # reconciled
+        h2.venue.send(CancelOrder(ts_event=3, ts_init=3, order_id=oid, symbol="EURUSD"))
+        await h2.until(lambda: h2.of(oid, OrderCanceled) or h2.of(oid, OrderCancelRejected))
+    assert not h2.of(oid, OrderCancelRejected) and h2.book.get(oid).status.value == "CANCELED"
+    assert from_us(exchange_log, "F") == 1  # named by the replace's ClOrdID the first time: no refused try
+
+
 async def test_session_and_business_rejects_of_an_order_reject_it_with_the_counterpartys_reason(exchange, tmp_path):
     """Both name our message only by its MsgSeqNum: the venue finds the order through what it sent."""
     port, _ = exchange

@@ -310,8 +310,12 @@ class FixVenue(RemoteVenue):
         return [self._ignored(ts, f"unexpected message type {parsed.msg_type!r}", raw)]
 
     def _status(self, order: Order, f: dict[int, str], ts: int) -> list[Input]:
-        """An order status (ExecType I) while reconciling: what the venue did that foxhunt missed."""
+        """An order status (ExecType I) while reconciling: what the venue did that foxhunt missed. Its
+        ClOrdID is the one the venue knows the order by now, which a restarted foxhunt has no other way
+        to learn: a cancel or replace must name it (OrigClOrdID)."""
         out: list[Input] = []
+        if f.get(parsing.CL_ORD_ID):
+            self.cl_ord_ids[order.order_id] = f[parsing.CL_ORD_ID]
         cum = parsing._qty(f, parsing.CUM_QTY) if parsing.CUM_QTY in f else order.filled_qty
         missed = cum - order.filled_qty
         if missed > 0 and order.is_open and order.order_id not in self.closed:
