@@ -8,7 +8,8 @@ Matching, per NewOrderSingle:
 - a limit order is accepted and rests; above 150,000 units half of it fills at once at its limit price;
 - account (tag 1) DROP: the order is accepted, then the exchange drops the connection, fills the order
   while foxhunt is away, and takes the next logon (to test reconciliation); DROP_REST: the same, but the
-  order goes on resting;
+  order goes on resting; DROP_ON_REPLACE: the order rests, and the exchange takes its first replace but
+  drops the connection instead of answering it;
 - account SESSION_REJECT or BUSINESS_REJECT: the order is refused with a session-level Reject(3) or a
   BusinessMessageReject(j) that names it only by our MsgSeqNum (RefSeqNum 45).
 OrderCancelRequest cancels a resting order (or answers OrderCancelReject, unknown order / too late);
@@ -41,6 +42,7 @@ class Order:
         self.avg = Decimal(0)
         self.status = "0"
         self.order_id = ""
+        self.account = ""
 
 
 class Exchange(fix.Application):
@@ -92,6 +94,7 @@ class Exchange(fix.Application):
             return
         price = Decimal(f["44"]) if "44" in f else None
         o = Order(f["11"], f["55"], f["54"], Decimal(f["38"]), f["40"], price)
+        o.account = f.get("1", "")
         if o.symbol not in SYMBOLS:
             o.status = "8"
             self.report(o, "8", text="no such symbol", extra={"103": "1"})
@@ -102,7 +105,7 @@ class Exchange(fix.Application):
         if f.get("1") in ("DROP", "DROP_REST"):
             if f["1"] == "DROP":
                 self.pending_drop = o
-            threading.Timer(0.2, lambda: fix.Session.lookupSession(self.session).disconnect()).start()
+            self._drop()
         elif o.ord_type == "1":
             self._trade(o, o.qty, Decimal("1.1"))
         elif o.qty > 150_000 and not self.rest_limits:
@@ -134,7 +137,14 @@ class Exchange(fix.Application):
         o.price = Decimal(f["44"]) if "44" in f else o.price
         o.cl_ord_id = f["11"]
         self.orders[f["11"]] = o
+        if o.account == "DROP_ON_REPLACE":  # replaced, and the answer lost with the connection
+            o.account = ""
+            self._drop()
+            return
         self.report(o, "5", orig=f["41"])
+
+    def _drop(self) -> None:
+        threading.Timer(0.2, lambda: fix.Session.lookupSession(self.session).disconnect()).start()
 
     def _stale(self, f: dict[str, str], o: Order, response_to: str) -> bool:
         """A cancel or replace must name the order by its latest ClOrdID (FIX 4.4, OrigClOrdID(41)): one

@@ -196,6 +196,26 @@ async def test_replace_partial_fill_cancel_and_a_reject_with_its_reason(exchange
     assert "unknown order" in not_replaced.reason and not_replaced.replace  # CxlRejResponseTo(434)=2
 
 
+async def test_a_replace_whose_answer_was_lost_with_the_connection_is_reconciled(exchange, tmp_path):
+    port, exchange_log = exchange
+    h = Harness(tmp_path, port)
+    async with h.running():
+        oid = h.submit(order_type=OrderType.LIMIT, price="1.09", account="DROP_ON_REPLACE")
+        await h.until(lambda: h.of(oid, OrderAccepted))
+        h.venue.send(ReplaceOrder(ts_event=2, ts_init=2, order_id=oid, symbol="EURUSD", quantity=d("50000"),
+                                  price=d("1.0905")))
+        await h.until(lambda: sum(isinstance(e, VenueConnected) for e in h.events) == 2, timeout=30)
+        assert not h.of(oid, OrderCancelRejected)  # the replace was never answered
+        h.venue.send(CancelOrder(ts_event=3, ts_init=3, order_id=oid, symbol="EURUSD"))
+        await h.until(lambda: h.of(oid, OrderCanceled) or h.of(oid, OrderCancelRejected))
+    (replaced,) = h.of(oid, OrderReplaced)  # recorded from the order's status, before trading resumed
+    reconnected = [e for e in h.events if isinstance(e, VenueConnected)][1]
+    assert h.events.index(replaced) < h.events.index(reconnected)
+    assert (replaced.quantity, replaced.price) == (d("50000"), d("1.0905"))
+    assert h.of(oid, OrderCanceled) and not h.of(oid, OrderCancelRejected)  # named by the replace's ClOrdID
+    assert from_us(exchange_log, "F", "38=50000") == 1  # and with the order's quantity at the venue
+
+
 async def test_after_a_restart_a_replaced_order_is_canceled_by_the_clordid_the_venue_knows(exchange, tmp_path):
     port, exchange_log = exchange
     h = Harness(tmp_path, port)

@@ -12,7 +12,7 @@ and records its working orders as uncertain; after a logon foxhunt first asks th
 it believes working (OrderStatusRequest, or one OrderMassStatusRequest where the counterparty supports
 it, then one request for each working order its answer leaves out; if the counterparty rejects it, one
 request per order from then on) and records what the venue says
-(fills it missed, cancels, rejects), and only then announces the venue connected, so trading resumes on
+(fills it missed, cancels, rejects, a replace whose answer was lost), and only then announces the venue connected, so trading resumes on
 reconciled state. Optionally (cancel_on_reconnect) that announcement asks the kernel to cancel every
 working order, which it does as journaled commands like any other.
 
@@ -46,6 +46,7 @@ from foxhunt.messages.orders import (
     OrderFilled,
     OrderPartiallyFilled,
     OrderRejected,
+    OrderReplaced,
     ReplaceOrder,
     SubmitOrder,
 )
@@ -316,10 +317,21 @@ class FixVenue(RemoteVenue):
         out: list[Input] = []
         if f.get(parsing.CL_ORD_ID):
             self.cl_ord_ids[order.order_id] = f[parsing.CL_ORD_ID]
+        working = order.is_open and order.order_id not in self.closed
+        # a replace whose answer was lost with the connection: the venue's terms are the order's now
+        # (OrderQty(38), and Price(44) of a priced order; a market order's price field means nothing)
+        quantity = parsing._qty(f, parsing.ORDER_QTY) if parsing.ORDER_QTY in f else order.quantity
+        limit = parsing._qty(f, parsing.PRICE) if parsing.PRICE in f and order.price is not None else order.price
+        if (working and order.status is not OrderStatus.SUBMITTED and f.get(parsing.ORD_STATUS) not in ("4", "8")
+                and (quantity, limit) != (order.quantity, order.price)):
+            out.append(OrderReplaced(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
+                                     quantity=quantity, price=limit, trigger_price=order.trigger_price))
+        else:
+            quantity = order.quantity
         cum = parsing._qty(f, parsing.CUM_QTY) if parsing.CUM_QTY in f else order.filled_qty
         missed = cum - order.filled_qty
-        if missed > 0 and order.is_open and order.order_id not in self.closed:
-            leaves = order.quantity - cum
+        if missed > 0 and working:
+            leaves = quantity - cum
             cls = OrderFilled if leaves <= 0 else OrderPartiallyFilled
             price = parsing._qty(f, parsing.AVG_PX) if parsing.AVG_PX in f else 0
             out.append(cls(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol, side=order.side,
