@@ -9,7 +9,7 @@ Matching, per NewOrderSingle:
 - account (tag 1) DROP: the order is accepted, then the exchange drops the connection, fills the order
   while foxhunt is away, and takes the next logon (to test reconciliation); DROP_REST: the same, but the
   order goes on resting; DROP_ON_REPLACE: the order rests, and the exchange takes its first replace but
-  drops the connection instead of answering it;
+  drops the connection instead of answering it; DUPLICATE_ACK: the order is acknowledged twice;
 - account SESSION_REJECT or BUSINESS_REJECT: the order is refused with a session-level Reject(3) or a
   BusinessMessageReject(j) that names it only by our MsgSeqNum (RefSeqNum 45).
 OrderCancelRequest cancels a resting order (or answers OrderCancelReject, unknown order / too late);
@@ -102,6 +102,8 @@ class Exchange(fix.Application):
         o.order_id = f"X{next(self.ids)}"
         self.orders[o.cl_ord_id] = o
         self.report(o, "0")
+        if o.account == "DUPLICATE_ACK":  # a counterparty's mistake: the order acknowledged twice
+            self.report(o, "0")
         if f.get("1") in ("DROP", "DROP_REST"):
             if f["1"] == "DROP":
                 self.pending_drop = o

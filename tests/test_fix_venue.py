@@ -26,6 +26,7 @@ import pytest
 from foxhunt.adapters.fix import parsing
 from foxhunt.adapters.fix.session import GIL_SWITCH_S, FixEngine, bundled_fix44, settings_text
 from foxhunt.adapters.fix.venue import FixVenue
+from foxhunt.messages import codec
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.orders import (
     CancelOrder,
@@ -596,12 +597,36 @@ def test_the_daemon_trades_through_fix_and_its_journal_verifies(
 
 
 @pytest.mark.postgres
+def test_a_report_the_order_lifecycle_does_not_allow_is_journaled_as_refused_and_the_daemon_goes_on(
+    cli_env, pg_dsn, journal_name, state_dir, tmp_path
+):
+    """It reaches the journal before the kernel: were the kernel to raise, the daemon would stop, and stop
+    again at every restart, when recovery feeds it the same report."""
+    import json
+
+    with Exchange(tmp_path, rest_limits=True) as ex:
+        run = run_daemon(cli_env, pg_dsn, journal_name, "zscore", state_dir, tmp_path, ex.port,
+                         account="DUPLICATE_ACK")
+    assert run.returncode == 0, run.stderr[-3000:]
+    summary = json.loads(run.stdout)
+    with psycopg.connect(pg_dsn) as conn:
+        refused = conn.execute(
+            "SELECT e.payload FROM events e JOIN journals j ON j.id = e.journal_id"
+            " WHERE j.name = %s AND e.kind = 'OrderReportRefused'", (journal_name,)).fetchall()
+    reasons = {codec.decode(payload).reason for (payload,) in refused}
+    assert len(refused) == summary["orders"] - summary["denied"] >= 1  # one per order
+    assert reasons == {"OrderAccepted not allowed for an order in ACCEPTED"}
+    verify = subprocess.run([sys.executable, "-m", "foxhunt", "replay", journal_name, "--verify", "--json"],
+                            env=cli_env, capture_output=True, text=True, timeout=120)
+    assert verify.returncode == 0, verify.stderr[-3000:]
+    assert json.loads(verify.stdout)["state_digest"] == summary["state_digest"]
+
+
+@pytest.mark.postgres
 def test_cancel_on_reconnect_through_the_daemon_cancels_with_journaled_commands_and_verifies(
     cli_env, pg_dsn, journal_name, state_dir, tmp_path
 ):
     import json
-
-    from foxhunt.messages import codec
 
     # every order rests and the exchange then drops the connection (account DROP_REST): each logon after
     # that reconciles a working order (by mass status here), and the policy has the kernel cancel it
