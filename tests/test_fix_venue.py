@@ -16,8 +16,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Self
 from pathlib import Path
+from typing import Self
 
 import anyio
 import psycopg

@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from foxhunt import config
 from foxhunt.adapters.journal_memory import MemoryJournalStore
+from foxhunt.messages.orders import OrderFilled, OrderReportRefused, Side
 from foxhunt.observability import telemetry
 from foxhunt.observability.telemetry import Telemetry
 from foxhunt.runtime.clock import WallClock
@@ -61,6 +62,20 @@ async def test_tracing_is_bounded_per_second_while_the_counters_count_everything
     traced = [s for s in spans.get_finished_spans() if s.name == "order"]
     assert 0 < len(traced) <= 5 * (int(seconds) + 1) < summary["orders"]
     assert sum(p.value for p in points["foxhunt.risk.denials"]) == summary["denied"]
+
+
+def test_venue_reports_the_kernel_refused_are_counted_by_kind():
+    reader = InMemoryMetricReader()
+    tel = Telemetry(Resource.create({"service.name": "foxhunt-test"}), InMemorySpanExporter(), reader)
+    fill = OrderFilled(ts_event=1, ts_init=1, order_id="o", symbol="EURUSD", side=Side.BUY, trade_id="t",
+                       last_qty=1, last_price=1, leaves_qty=0)
+    for kind in ("OrderAccepted", "OrderAccepted", "OrderFilled"):
+        tel.on_step(fill, [OrderReportRefused(ts_event=1, ts_init=1, order_id="o", symbol="EURUSD", report=kind,
+                                              reason="not allowed")])
+    points = metric_points(reader)
+    assert {p.attributes["report"]: p.value for p in points["foxhunt.venue.reports_refused"]} == {
+        "OrderAccepted": 2, "OrderFilled": 1}
+    tel.shutdown()
 
 
 def test_no_exporter_builds_nothing():

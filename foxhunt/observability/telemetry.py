@@ -50,6 +50,7 @@ from foxhunt.messages.orders import (
     OrderFilled,
     OrderPartiallyFilled,
     OrderRejected,
+    OrderReportRefused,
     OrderSubmitted,
     ReplaceOrder,
     SubmitOrder,
@@ -111,6 +112,10 @@ class Telemetry:
             "foxhunt.journal.commit.duration", unit="s", description="time to make one batch durable"
         )
         self.denials = meter.create_counter("foxhunt.risk.denials", unit="{order}", description="orders denied, by reason")
+        self.refused = meter.create_counter(
+            "foxhunt.venue.reports_refused", unit="{report}",
+            description="venue reports the order lifecycle does not allow, by kind (a refused fill halts trading)",
+        )
         self.tick_to_order = meter.create_histogram(
             "foxhunt.tick_to_order.duration", unit="s", description="input received to order handed to the venue"
         )
@@ -142,6 +147,8 @@ class Telemetry:
                     self._note(event.order_id, "risk_check", now,
                                {"verdict": "denied", "reason": event.reason, "detail": event.detail})
                     self._end(event.order_id, now, "denied")
+                case OrderReportRefused():
+                    self.refused.add(1, {"report": event.report})
         match msg:
             case OrderAccepted():
                 self._accepted(msg.order_id, now)
