@@ -81,8 +81,14 @@ def fix_venue(cfg: Config) -> VenueFactory:
     dictionary = Path(f.data_dictionary) if f.data_dictionary else bundled_fix44()
     if not dictionary.is_file():
         raise ConfigError(f"fix.data_dictionary: no such file {dictionary}")
+    try:
+        logon = f.logon(os.environ)
+    except ValueError as e:
+        raise ConfigError(f"fix.{e}") from e
+    # the message log holds every message as sent, the Logon's password included: for the daemon's user only
     base = state_dir(cfg) / "fix"
-    base.mkdir(parents=True, exist_ok=True)
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    base.chmod(0o700)
     settings = base / f"{f.sender_comp_id}-{f.target_comp_id}.cfg"
     settings.write_text(settings_text(
         sender=f.sender_comp_id, target=f.target_comp_id, host=f.host, port=f.port, heartbeat_s=f.heartbeat_s,
@@ -91,7 +97,7 @@ def fix_venue(cfg: Config) -> VenueFactory:
     ))
 
     def build(kernel: Kernel, trading: TradingConfig, clock: Clock) -> Venue:
-        engine = FixEngine(settings, f.sender_comp_id, f.target_comp_id, f.max_messages_per_second)
+        engine = FixEngine(settings, f.sender_comp_id, f.target_comp_id, f.max_messages_per_second, logon)
         return FixVenue(f"FIX:{f.target_comp_id}", engine, lambda: kernel.orders.by_id, account=f.account,
                         reconcile_timeout=f.reconcile_timeout_s, cancel_on_reconnect=f.cancel_on_reconnect,
                         mass_status=f.reconcile_with == "mass_status")

@@ -82,12 +82,36 @@ class FixConfig(_Section, frozen=True, kw_only=True):
     reconcile_with: Literal["order_status", "mass_status"] = "order_status"
     cancel_on_reconnect: bool = False  # after reconciling, cancel every working order
     data_dictionary: str = ""  # FIX44.xml to validate with; empty: the one the quickfix package ships
+    username: str = ""  # Username(553) on Logon, when set
+    # the environment variable that holds Password(554) for Logon: a secret stays out of the config file
+    # (and so out of logs of it); "" for none
+    password_env: str = ""
+    # more fields for Logon, by tag (a counterparty's own, say its cancel-on-disconnect flag)
+    logon_fields: dict[str, str] = {}
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535 or self.heartbeat_s <= 0 or self.reconnect_s <= 0:
             raise ValueError("needs 0 <= port <= 65535, heartbeat_s > 0 and reconnect_s > 0")
         if self.max_messages_per_second < 0 or self.reconcile_timeout_s <= 0:
             raise ValueError("needs max_messages_per_second >= 0 and reconcile_timeout_s > 0")
+        for tag, value in self.logon_fields.items():
+            if not tag.isdigit() or int(tag) == 0:
+                raise ValueError(f"logon_fields: {tag!r} is not a FIX tag number")
+            if int(tag) in (553, 554):
+                raise ValueError(f"logon_fields: tag {tag} is set by username and password_env")
+            if not value or "\x01" in value:
+                raise ValueError(f"logon_fields: tag {tag}: a value must be non-empty and hold no SOH")
+
+    def logon(self, environ: Mapping[str, str]) -> list[tuple[int, str]]:
+        """The fields foxhunt adds to its Logon(A): Username, Password (read from `environ` now) and the
+        others configured, in that order."""
+        out = [(553, self.username)] if self.username else []
+        if self.password_env:
+            password = environ.get(self.password_env)
+            if not password:
+                raise ValueError(f"password_env: the environment variable {self.password_env} is not set")
+            out.append((554, password))
+        return out + [(int(tag), value) for tag, value in self.logon_fields.items()]
 
 
 class AdminConfig(_Section, frozen=True, kw_only=True):

@@ -1,6 +1,8 @@
 """A small exchange behind a real quickfix acceptor, for the FIX tests. Run as a subprocess:
 
-    python tests/fix_exchange.py SETTINGS_FILE [--rest-limits] [--no-mass-status]   (runs until its stdin closes)
+    python tests/fix_exchange.py SETTINGS_FILE [--rest-limits] [--no-mass-status] [--credentials USER:PASSWORD]
+
+It runs until its stdin closes. With --credentials a Logon must carry that Username(553) and Password(554).
 
 Matching, per NewOrderSingle:
 - a symbol other than EURUSD, GBPUSD, USDJPY is rejected (OrdRejReason 1, with text);
@@ -46,8 +48,10 @@ class Order:
 
 
 class Exchange(fix.Application):
-    def __init__(self, rest_limits: bool = False, mass_status: bool = True) -> None:
+    def __init__(self, rest_limits: bool = False, mass_status: bool = True,
+                 credentials: tuple[str, str] | None = None) -> None:
         super().__init__()
+        self.credentials = credentials
         self.rest_limits = rest_limits  # every limit order rests, whatever its size
         self.answers_mass_status = mass_status  # else it refuses OrderMassStatusRequest
         self.orders: dict[str, Order] = {}  # by the ClOrdID the order is known by now
@@ -70,7 +74,9 @@ class Exchange(fix.Application):
         pass
 
     def fromAdmin(self, m, sid):  # noqa: N802
-        pass
+        f = dict(p.split("=", 1) for p in m.toString().rstrip(SOH).split(SOH))
+        if self.credentials and f["35"] == "A" and (f.get("553"), f.get("554")) != self.credentials:
+            raise fix.RejectLogon("bad username or password")  # quickfix answers with a Logout of this text
 
     def toApp(self, m, sid):  # noqa: N802
         pass
@@ -219,7 +225,10 @@ def _d(x: Decimal) -> str:
 
 def main() -> None:
     settings = fix.SessionSettings(sys.argv[1])
-    app = Exchange(rest_limits="--rest-limits" in sys.argv[2:], mass_status="--no-mass-status" not in sys.argv[2:])
+    args = sys.argv[2:]
+    credentials = args[args.index("--credentials") + 1].split(":", 1) if "--credentials" in args else None
+    app = Exchange(rest_limits="--rest-limits" in args, mass_status="--no-mass-status" not in args,
+                   credentials=tuple(credentials) if credentials else None)
     acceptor = fix.SocketAcceptor(app, fix.FileStoreFactory(settings), settings, fix.FileLogFactory(settings))
     acceptor.start()
     print("exchange: listening", flush=True)

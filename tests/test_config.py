@@ -35,6 +35,8 @@ def test_file_values_and_environment_overrides(tmp_path):
         ("[instruments.EURUSD]\ntick_size = 'x'\nlot_size = 1\ncurrency = 'USD'\n", r"instruments\.\*\.tick_size"),
         ("surprise = 1\n", r"f\.toml: Object contains unknown field `surprise`"),
         ("[journal\n", r"f\.toml: invalid TOML"),
+        ("[fix]\nlogon_fields = { x = 'Y' }\n", r"f\.toml: fix: logon_fields: 'x' is not a FIX tag number"),
+        ("[fix]\nlogon_fields = { 554 = 'pw' }\n", r"fix: logon_fields: tag 554 is set by username and password_env"),
     ],
 )
 def test_bad_files_name_the_file_and_the_key(tmp_path, text, message):
@@ -75,3 +77,14 @@ def test_instrument_sizes_with_too_many_decimals_are_refused():
 def test_the_trading_config_never_carries_the_dsn():
     cfg = config.load(None, env={"FOXHUNT_DSN": "host=db password=secret"})
     assert b"secret" not in cfg.trading().to_json()
+
+
+def test_fix_logon_fields_read_the_password_from_the_environment_only_when_asked():
+    from foxhunt import bootstrap
+
+    fix = config.FixConfig(username="desk", password_env="FH_TEST_PW", logon_fields={"8013": "Y"})
+    assert fix.logon({"FH_TEST_PW": "s3cret"}) == [(553, "desk"), (554, "s3cret"), (8013, "Y")]
+    assert config.FixConfig().logon({}) == []
+    cfg = config.load(None, env={"FOXHUNT_FIX__PORT": "9000", "FOXHUNT_FIX__PASSWORD_ENV": "FH_TEST_PW_UNSET"})
+    with pytest.raises(ConfigError, match="fix.password_env: the environment variable FH_TEST_PW_UNSET is not set"):
+        bootstrap.fix_venue(cfg)

@@ -58,9 +58,11 @@ def free_port() -> int:
 class Exchange:
     """The exchange subprocess, restartable; its store (sequence numbers) and message log persist."""
 
-    def __init__(self, base: Path, rest_limits: bool = False, mass_status: bool = True) -> None:
+    def __init__(self, base: Path, rest_limits: bool = False, mass_status: bool = True,
+                 credentials: str = "") -> None:
         self.rest_limits = rest_limits
         self.mass_status = mass_status
+        self.credentials = credentials  # USER:PASSWORD a Logon must carry
         self.port = free_port()
         self.base = base
         self.log = base / "exch-log"
@@ -68,13 +70,15 @@ class Exchange:
         self.settings.write_text("\n".join([
             "[DEFAULT]", "ConnectionType=acceptor", f"SocketAcceptPort={self.port}",
             f"FileStorePath={base / 'exch-store'}", f"FileLogPath={self.log}", "NonStopSession=Y", "SocketNodelay=Y",
-            "UseDataDictionary=Y", f"DataDictionary={bundled_fix44()}", "", "[SESSION]", "BeginString=FIX.4.4",
+            "UseDataDictionary=Y", f"DataDictionary={bundled_fix44()}", "ValidateUserDefinedFields=N", "",
+            "[SESSION]", "BeginString=FIX.4.4",
             "SenderCompID=EXCH", "TargetCompID=FOXHUNT", "",
         ]))
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        args = [*(["--rest-limits"] if self.rest_limits else []), *([] if self.mass_status else ["--no-mass-status"])]
+        args = [*(["--rest-limits"] if self.rest_limits else []), *([] if self.mass_status else ["--no-mass-status"]),
+                *(["--credentials", self.credentials] if self.credentials else [])]
         self.proc = subprocess.Popen([sys.executable, str(HERE / "fix_exchange.py"), str(self.settings), *args],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert self.proc.stdout.readline().strip() == "exchange: listening", self.proc.stderr.read()
@@ -105,7 +109,7 @@ def exchange(tmp_path):
 class Harness(VenueHarness):
     """A FixVenue on its own message store, talking to the exchange on `port`."""
 
-    def __init__(self, tmp_path: Path, port: int, max_per_second: float = 0, **venue_options) -> None:
+    def __init__(self, tmp_path: Path, port: int, max_per_second: float = 0, logon=(), **venue_options) -> None:
         super().__init__()
         settings = tmp_path / "foxhunt-fix.cfg"
         settings.write_text(settings_text(
@@ -113,7 +117,7 @@ class Harness(VenueHarness):
             reset_on_logon=False, store_dir=tmp_path / "store", log_dir=tmp_path / "log",
             data_dictionary=bundled_fix44(),
         ))
-        self.engine = FixEngine(settings, "FOXHUNT", "EXCH", max_per_second=max_per_second)
+        self.engine = FixEngine(settings, "FOXHUNT", "EXCH", max_per_second=max_per_second, logon=logon)
         self.venue = FixVenue("FIX", self.engine, lambda: self.book.by_id, **venue_options)
 
     def submit(self, symbol: str = "EURUSD", qty: str | None = None, order_type=OrderType.MARKET, price=None,
@@ -506,6 +510,23 @@ async def test_a_refused_logon_is_journaled_with_the_counterpartys_reason(tmp_pa
     assert [e.detail for e in refused] == ["unknown CompID FOXHUNT"]
     assert not any(isinstance(e, VenueConnected) for e in h.events)  # never trading on a refused session
     assert not any(isinstance(e, VenueDisconnected) for e in h.events)  # it never was up: no event per retry
+
+
+@pytest.mark.parametrize("password", ["s3cret", "wrong"])
+async def test_the_logon_carries_the_configured_credentials_and_fields(tmp_path, password):
+    with Exchange(tmp_path, credentials="desk:s3cret") as ex:
+        h = Harness(tmp_path, ex.port, logon=[(553, "desk"), (554, password), (8013, "Y")])
+        async with h.running(connect=password == "s3cret"):
+            if password == "wrong":
+                await h.until(lambda: any(isinstance(e, VenueSessionEvent) and e.event == "logout_received"
+                                          for e in h.events))
+    assert from_us(ex.log, "A", "553=desk", f"554={password}", "8013=Y") >= 1
+    refused = [e.detail for e in h.events if isinstance(e, VenueSessionEvent) and e.event == "logout_received"]
+    if password == "s3cret":
+        assert refused == []
+    else:  # quickfix retries every ReconnectInterval
+        assert refused and all(text.endswith("bad username or password") for text in refused), refused
+    assert any(isinstance(e, VenueConnected) for e in h.events) == (password == "s3cret")
 
 
 async def test_an_order_the_counterparty_asks_us_to_resend_is_not_sent_twice(tmp_path):

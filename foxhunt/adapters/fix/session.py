@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import quickfix as fix
@@ -86,10 +86,11 @@ def bundled_fix44() -> Path:
 class _Application(fix.Application):
     """Runs on quickfix's thread: copy, catch, hand off. Nothing else."""
 
-    def __init__(self, deliver: Callable[[Inbound], None], sent: deque[str]) -> None:
+    def __init__(self, deliver: Callable[[Inbound], None], sent: deque[str], logon: Sequence[tuple[int, str]]) -> None:
         super().__init__()
         self.deliver = deliver
         self.sent = sent
+        self.logon = logon
 
     def _hand(self, kind: str, text: str) -> None:
         try:
@@ -107,7 +108,14 @@ class _Application(fix.Application):
         self._hand("logout", _text(session_id))
 
     def toAdmin(self, message, session_id) -> None:  # noqa: N802
-        pass
+        if not self.logon:
+            return
+        try:
+            if message.getHeader().getField(parsing.MSG_TYPE) == "A":  # our Logon: credentials and the like
+                for tag, value in self.logon:
+                    message.setField(tag, value)
+        except BaseException:  # noqa: BLE001 - a callback must not raise; the counterparty will refuse the logon
+            log.exception("fix_logon_fields_failed")
 
     def fromAdmin(self, message, session_id) -> None:  # noqa: N802
         self._hand("admin", _raw(message))
@@ -156,8 +164,11 @@ def _text(session_id) -> str:
 class FixEngine:
     """One initiator session: started and stopped from the event loop, delivering to `receive` on it."""
 
-    def __init__(self, settings_path: Path, sender: str, target: str, max_per_second: float) -> None:
+    def __init__(self, settings_path: Path, sender: str, target: str, max_per_second: float,
+                 logon: Sequence[tuple[int, str]] = ()) -> None:
+        """`logon`: fields added to every Logon(A) foxhunt sends (Username, Password, a counterparty's own)."""
         self.settings_path = settings_path
+        self.logon = logon
         self.session_id = fix.SessionID("FIX.4.4", sender, target)
         self.max_per_second = max_per_second
         self.sent: deque[str] = deque(maxlen=SENT_REMEMBERED)  # raw, oldest first
@@ -181,7 +192,7 @@ class FixEngine:
         # thread wants the GIL, since the interval only paces a thread that waits for it
         sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
         settings = fix.SessionSettings(str(self.settings_path))
-        self._app = _Application(self._deliver, self.sent)
+        self._app = _Application(self._deliver, self.sent, self.logon)
         self._initiator = fix.SocketInitiator(self._app, fix.FileStoreFactory(settings), settings,
                                               fix.FileLogFactory(settings))
         self._sender = threading.Thread(target=self._send_loop, name="fix-sender", daemon=True)
