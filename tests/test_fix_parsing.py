@@ -122,6 +122,14 @@ def test_outbound_orders_carry_the_fix_enumerations_and_exact_decimals():
     assert parsing.render(parsing.replace_request(replace, "ema-7-1~2", working)) == (
         "41=ema-7-1|11=ema-7-1~2|55=EURUSD|54=2|60=20241201-00:00:00.123|38=100000|40=2|44=1.1")
     assert parsing.render(parsing.status_request("ema-7-1~2", "EURUSD", Side.SELL)) == "11=ema-7-1~2|55=EURUSD|54=2"
+    # once the venue has acknowledged the order, its OrderID(37) goes along
+    acknowledged = working._replace(venue_order_id="X1")
+    assert parsing.render(parsing.cancel_request(cancel, "ema-7-1~1", acknowledged)).startswith(
+        "41=ema-7-1|11=ema-7-1~1|37=X1|55=EURUSD|")
+    assert parsing.render(parsing.replace_request(replace, "ema-7-1~2", acknowledged)).startswith(
+        "41=ema-7-1|11=ema-7-1~2|37=X1|55=EURUSD|")
+    assert parsing.render(parsing.status_request("ema-7-1~2", "EURUSD", Side.SELL, "X1")) == (
+        "11=ema-7-1~2|37=X1|55=EURUSD|54=2")
     assert parsing.render(parsing.mass_status_request("ms-1")) == "584=ms-1|585=7"  # all orders
 
 

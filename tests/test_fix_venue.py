@@ -174,7 +174,7 @@ async def test_the_message_rate_limit_spaces_orders_out_in_order_without_holding
 
 
 async def test_replace_partial_fill_cancel_and_a_reject_with_its_reason(exchange, tmp_path):
-    port, _ = exchange
+    port, exchange_log = exchange
     h = Harness(tmp_path, port)
     async with h.running():
         resting = h.submit(order_type=OrderType.LIMIT, price="1.09")
@@ -199,6 +199,8 @@ async def test_replace_partial_fill_cancel_and_a_reject_with_its_reason(exchange
     too_late, not_replaced = h.of(resting, OrderCancelRejected)
     assert "too late to cancel" in too_late.reason and not too_late.replace
     assert "unknown order" in not_replaced.reason and not_replaced.replace  # CxlRejResponseTo(434)=2
+    venue_id = h.of(resting, OrderAccepted)[0].venue_order_id  # OrderID(37) names the order too
+    assert from_us(exchange_log, "G", f"37={venue_id}") == 2 and from_us(exchange_log, "F", f"37={venue_id}") == 2
 
 
 async def test_a_replace_whose_answer_was_lost_with_the_connection_is_reconciled(exchange, tmp_path):

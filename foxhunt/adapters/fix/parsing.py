@@ -144,12 +144,19 @@ class Working(NamedTuple):
     order_type: OrderType
     price: int | None
     trigger_price: int | None
+    venue_order_id: str = ""  # OrderID(37) from the venue's acknowledgement; "" before it
+
+
+def _order_id(venue_order_id: str) -> list[tuple[int, str]]:
+    """OrderID(37), the venue's own id of the order, where it is known: many venues find an order by it
+    more surely than by a ClOrdID (say one a restarted foxhunt no longer knows)."""
+    return [(ORDER_ID, venue_order_id)] if venue_order_id else []
 
 
 def cancel_request(cmd: CancelOrder, new_cl_ord_id: str, order: Working) -> list[tuple[int, str]]:
     return [
-        (ORIG_CL_ORD_ID, order.cl_ord_id), (CL_ORD_ID, new_cl_ord_id), (SYMBOL, cmd.symbol),
-        (SIDE, SIDES[order.side]), (TRANSACT_TIME, utc_timestamp(cmd.ts_init)),
+        (ORIG_CL_ORD_ID, order.cl_ord_id), (CL_ORD_ID, new_cl_ord_id), *_order_id(order.venue_order_id),
+        (SYMBOL, cmd.symbol), (SIDE, SIDES[order.side]), (TRANSACT_TIME, utc_timestamp(cmd.ts_init)),
         (ORDER_QTY, format_fixed(order.quantity)),
     ]
 
@@ -158,8 +165,8 @@ def replace_request(cmd: ReplaceOrder, new_cl_ord_id: str, order: Working) -> li
     price = cmd.price if cmd.price is not None else order.price
     trigger = cmd.trigger_price if cmd.trigger_price is not None else order.trigger_price
     body = [
-        (ORIG_CL_ORD_ID, order.cl_ord_id), (CL_ORD_ID, new_cl_ord_id), (SYMBOL, cmd.symbol),
-        (SIDE, SIDES[order.side]), (TRANSACT_TIME, utc_timestamp(cmd.ts_init)),
+        (ORIG_CL_ORD_ID, order.cl_ord_id), (CL_ORD_ID, new_cl_ord_id), *_order_id(order.venue_order_id),
+        (SYMBOL, cmd.symbol), (SIDE, SIDES[order.side]), (TRANSACT_TIME, utc_timestamp(cmd.ts_init)),
         (ORDER_QTY, format_fixed(cmd.quantity if cmd.quantity is not None else order.quantity)),
         (ORD_TYPE, ORD_TYPES[order.order_type]),
     ]
@@ -170,8 +177,8 @@ def replace_request(cmd: ReplaceOrder, new_cl_ord_id: str, order: Working) -> li
     return body
 
 
-def status_request(cl_ord_id: str, symbol: str, side: Side) -> list[tuple[int, str]]:
-    return [(CL_ORD_ID, cl_ord_id), (SYMBOL, symbol), (SIDE, SIDES[side])]
+def status_request(cl_ord_id: str, symbol: str, side: Side, venue_order_id: str = "") -> list[tuple[int, str]]:
+    return [(CL_ORD_ID, cl_ord_id), *_order_id(venue_order_id), (SYMBOL, symbol), (SIDE, SIDES[side])]
 
 
 def mass_status_request(req_id: str) -> list[tuple[int, str]]:

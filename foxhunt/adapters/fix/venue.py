@@ -172,7 +172,7 @@ class FixVenue(RemoteVenue):
     def _ask_status(self, orders: dict[str, Order]) -> None:
         for order_id, order in orders.items():
             self.engine.send("H", parsing.status_request(self.cl_ord_ids.get(order_id, order_id),
-                                                         order.symbol, order.side))
+                                                         order.symbol, order.side, order.venue_order_id))
 
     def _mass_status(self, order: Order | None, f: dict[int, str], ts: int, raw: str) -> list[Input]:
         """One report of the answer to our OrderMassStatusRequest. After the last, the working orders it
@@ -371,4 +371,4 @@ class FixVenue(RemoteVenue):
     def _working(self, order_id: str) -> Working:
         o = self.orders()[order_id]
         return Working(self.cl_ord_ids.get(order_id, order_id), o.side, o.quantity, o.order_type, o.price,
-                       o.trigger_price)
+                       o.trigger_price, o.venue_order_id)
