@@ -11,8 +11,8 @@ and session-level rejects. After a disconnect the kernel holds new orders for th
 and records its working orders as uncertain; after a logon foxhunt first asks the status of every order
 it believes working (OrderStatusRequest, or one OrderMassStatusRequest where the counterparty supports
 it, then one request for each working order its answer leaves out; if the counterparty rejects it, one
-request per order from then on) and records what the venue says
-(fills it missed, cancels, rejects, a replace whose answer was lost), and only then announces the venue connected, so trading resumes on
+request per order from then on) and records what the venue says (fills it missed, cancels, rejects, a
+replace whose answer was lost), and only then announces the venue connected, so trading resumes on
 reconciled state. Optionally (cancel_on_reconnect) that announcement asks the kernel to cancel every
 working order, which it does as journaled commands like any other.
 
