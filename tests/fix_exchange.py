@@ -10,7 +10,7 @@ Matching, per NewOrderSingle:
 - a limit order is accepted and rests; above 150,000 units half of it fills at once at its limit price;
 - account (tag 1) DROP: the order is accepted, then the exchange drops the connection, fills the order
   while foxhunt is away, and takes the next logon (to test reconciliation); DROP_REST: the same, but the
-  order goes on resting; DROP_ON_REPLACE: the order rests, and the exchange takes its first replace but
+  order goes on resting; DROP_EXPIRE: the same, but the order expires while foxhunt is away; DROP_ON_REPLACE: the order rests, and the exchange takes its first replace but
   drops the connection instead of answering it; DUPLICATE_ACK: the order is acknowledged twice;
 - account SESSION_REJECT or BUSINESS_REJECT: the order is refused with a session-level Reject(3) or a
   BusinessMessageReject(j) that names it only by our MsgSeqNum (RefSeqNum 45).
@@ -66,9 +66,12 @@ class Exchange(fix.Application):
         self.session = sid
 
     def onLogout(self, sid):  # noqa: N802
-        if self.pending_drop is not None:  # filled while the client was away
+        if self.pending_drop is not None:  # filled (or expired) while the client was away
             o, self.pending_drop = self.pending_drop, None
-            self._trade(o, o.qty - o.cum, o.price or Decimal("1.1"), send=False)
+            if o.account == "DROP_EXPIRE":
+                o.status = "C"
+            else:
+                self._trade(o, o.qty - o.cum, o.price or Decimal("1.1"), send=False)
 
     def toAdmin(self, m, sid):  # noqa: N802
         pass
@@ -110,8 +113,8 @@ class Exchange(fix.Application):
         self.report(o, "0")
         if o.account == "DUPLICATE_ACK":  # a counterparty's mistake: the order acknowledged twice
             self.report(o, "0")
-        if f.get("1") in ("DROP", "DROP_REST"):
-            if f["1"] == "DROP":
+        if f.get("1") in ("DROP", "DROP_REST", "DROP_EXPIRE"):
+            if f["1"] != "DROP_REST":
                 self.pending_drop = o
             self._drop()
         elif o.ord_type == "1":

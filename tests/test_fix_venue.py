@@ -33,6 +33,7 @@ from foxhunt.messages.orders import (
     OrderAccepted,
     OrderCanceled,
     OrderCancelRejected,
+    OrderExpired,
     OrderFilled,
     OrderPartiallyFilled,
     OrderRejected,
@@ -280,6 +281,18 @@ async def test_a_dropped_connection_is_reconciled_on_logon_without_a_duplicate_o
     assert sent_orders(exchange_log, oid) == 1
     # a mass status lists what the counterparty has working: the filled order is asked about on its own
     assert (from_us(exchange_log, "AF"), from_us(exchange_log, "H")) == ((1, 1) if mass_status else (0, 1))
+
+
+async def test_an_order_that_expired_while_the_connection_was_down_is_reconciled_as_expired(exchange, tmp_path):
+    port, _ = exchange
+    h = Harness(tmp_path, port)
+    async with h.running():
+        oid = h.submit(order_type=OrderType.LIMIT, price="1.09", account="DROP_EXPIRE")
+        await h.until(lambda: sum(isinstance(e, VenueConnected) for e in h.events) == 2, timeout=30)
+    (expired,) = h.of(oid, OrderExpired)
+    reconnected = [e for e in h.events if isinstance(e, VenueConnected)][1]
+    assert h.events.index(expired) < h.events.index(reconnected)
+    assert h.book.get(oid).status.value == "EXPIRED"
 
 
 @pytest.mark.parametrize("mass_status", [False, True], ids=["order_status", "mass_status"])

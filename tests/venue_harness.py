@@ -17,6 +17,7 @@ from foxhunt.messages.orders import (
     OrderAccepted,
     OrderCanceled,
     OrderCancelRejected,
+    OrderExpired,
     OrderFilled,
     OrderPartiallyFilled,
     OrderRejected,
@@ -29,8 +30,8 @@ from foxhunt.messages.orders import (
 from foxhunt.messages.system import VenueConnected
 from foxhunt.runtime.bus import DEFAULT_CAPACITY
 
-ORDER_EVENTS = (OrderAccepted, OrderCanceled, OrderCancelRejected, OrderFilled, OrderPartiallyFilled, OrderRejected,
-                OrderReplaced)
+ORDER_EVENTS = (OrderAccepted, OrderCanceled, OrderCancelRejected, OrderExpired, OrderFilled, OrderPartiallyFilled,
+                OrderRejected, OrderReplaced)
 
 
 class VenueHarness:

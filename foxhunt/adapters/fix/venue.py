@@ -343,6 +343,8 @@ class FixVenue(RemoteVenue):
         if still_open and status == "4":
             out.append(OrderCanceled(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
                                      reason="reconciled: canceled at the venue"))
+        elif still_open and status == "C" and order.status is not OrderStatus.SUBMITTED:
+            out.append(OrderExpired(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol))
         elif still_open and status == "8":  # rejected, or (for most venues) not known at all
             text = f.get(parsing.TEXT, "rejected at the venue")
             if order.status is OrderStatus.SUBMITTED:
