@@ -236,10 +236,9 @@ class Kernel:
 
     # --- orders ----------------------------------------------------------------------------------
 
-    def _on_order_event(self, event: OrderEvent) -> None:
-        """An event of one order (a venue's report, the gate's verdict): the order, the gate's bookkeeping
+    def _on_order_event(self, event: OrderEvent, order: Order) -> None:
+        """An event of `order` (a venue's report, the gate's verdict): the order, the gate's bookkeeping
         and the strategy that owns the order follow it."""
-        order = self.orders.get(event.order_id)
         was_open, leaves, price = order.is_open, order.leaves_qty, order.price
         self.orders.apply_to(order, event)
         if not order.is_open or type(event) is OrderCancelRejected and not event.replace:  # moot, or refused
@@ -249,22 +248,30 @@ class Kernel:
         for strategy, ctx in self._by_strategy.get(order.strategy_id, ()):
             strategy.on_order_event(event, order, ctx)
 
+    def _admit(self, report: OrderEvent) -> Order | None:
+        """The order of a venue's report, if its lifecycle allows the report; else None, and the report is
+        recorded as refused. A refused fill also halts trading (the kill switch): money moved at the venue
+        that the positions cannot show."""
+        order = self.orders.by_id.get(report.order_id)
+        reason = _refusal(order, report)
+        if not reason:
+            return order
+        self.emit(OrderReportRefused(ts_event=report.ts_event, ts_init=report.ts_init, order_id=report.order_id,
+                                     symbol=report.symbol, report=type(report).__name__, reason=reason))
+        if type(report) is OrderFilled or type(report) is OrderPartiallyFilled:
+            fill = cast(OrderFilled, report)
+            self.tighten(TradingState.HALTED, fill, f"fill {fill.trade_id} of order {fill.order_id} refused: {reason}")
+        return None
+
     def _on_report(self, report: OrderEvent) -> None:
-        """A venue's report of one of our orders, other than a fill: applied if the order's lifecycle
-        allows it, else recorded as refused."""
-        reason = _refusal(self.orders.by_id.get(report.order_id), report)
-        if reason:
-            self.emit(OrderReportRefused(ts_event=report.ts_event, ts_init=report.ts_init, order_id=report.order_id,
-                                         symbol=report.symbol, report=type(report).__name__, reason=reason))
-        else:
-            self._on_order_event(report)
+        """A venue's report of one of our orders, other than a fill."""
+        order = self._admit(report)
+        if order is not None:
+            self._on_order_event(report, order)
 
     def _on_fill(self, fill: OrderPartiallyFilled | OrderFilled) -> None:
-        reason = _refusal(self.orders.by_id.get(fill.order_id), fill)
-        if reason:  # money moved at the venue that the positions cannot show: the kill switch
-            self.emit(OrderReportRefused(ts_event=fill.ts_event, ts_init=fill.ts_init, order_id=fill.order_id,
-                                         symbol=fill.symbol, report=type(fill).__name__, reason=reason))
-            self.tighten(TradingState.HALTED, fill, f"fill {fill.trade_id} of order {fill.order_id} refused: {reason}")
+        order = self._admit(fill)
+        if order is None:
             return
         inst = self.instruments[fill.symbol]
         pos = self.portfolio.open_position(fill.symbol, inst.currency, inst.multiplier)
@@ -282,7 +289,7 @@ class Kernel:
                 cash=pos.cash,
             )
         )
-        self._on_order_event(fill)
+        self._on_order_event(fill, order)
         self.safeguards.on_fill(fill)
 
     def tighten(self, state: TradingState, msg: Input, cause: str) -> None:
@@ -390,7 +397,7 @@ class Kernel:
             event = OrderDenied(ts_event=cmd.ts_event, ts_init=cmd.ts_init, order_id=cmd.order_id,
                                 symbol=cmd.symbol, reason=denial[0], detail=denial[1])
         self._derived.append(event)
-        self._on_order_event(event)
+        self._on_order_event(event, self.orders.get(cmd.order_id))
 
     # --- system ----------------------------------------------------------------------------------
 
