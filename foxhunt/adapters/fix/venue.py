@@ -212,9 +212,13 @@ class FixVenue(RemoteVenue):
         RefMsgType(372), else that of the message we sent with its RefSeqNum(45)."""
         if f.get(parsing.REF_MSG_TYPE):
             return f[parsing.REF_MSG_TYPE]
-        seq = f.get(parsing.REF_SEQ_NUM, "")
-        sent = self.engine.sent_message(seq) if seq.isdigit() else None
+        sent = self._referred(f)
         return sent.get(parsing.MSG_TYPE) if sent is not None else None
+
+    def _referred(self, f: dict[int, str]) -> dict[int, str] | None:
+        """The fields of our message that a reject names by its RefSeqNum(45), if still remembered."""
+        seq = f.get(parsing.REF_SEQ_NUM, "")
+        return self.engine.sent_message(seq) if seq.isdigit() else None
 
     def _reconciled(self, ts: int, detail: str) -> list[Input]:
         self._reconciling = None
@@ -254,8 +258,7 @@ class FixVenue(RemoteVenue):
         return []  # heartbeats, test requests, logons: the engine's business
 
     def _refused(self, f: dict[int, str], ts: int, reason: str) -> list[Input]:
-        seq = f.get(parsing.REF_SEQ_NUM, "")
-        sent = self.engine.sent_message(seq) if seq.isdigit() else None
+        sent = self._referred(f)
         msg_type = sent.get(parsing.MSG_TYPE) if sent is not None else None
         if msg_type not in ("D", "F", "G"):
             return []
@@ -318,11 +321,13 @@ class FixVenue(RemoteVenue):
         if f.get(parsing.CL_ORD_ID):
             self.cl_ord_ids[order.order_id] = f[parsing.CL_ORD_ID]
         working = order.is_open and order.order_id not in self.closed
+        acknowledged = order.status is not OrderStatus.SUBMITTED
+        status = f.get(parsing.ORD_STATUS)
         # a replace whose answer was lost with the connection: the venue's terms are the order's now
         # (OrderQty(38), and Price(44) of a priced order; a market order's price field means nothing)
         quantity = parsing._qty(f, parsing.ORDER_QTY) if parsing.ORDER_QTY in f else order.quantity
         limit = parsing._qty(f, parsing.PRICE) if parsing.PRICE in f and order.price is not None else order.price
-        if (working and order.status is not OrderStatus.SUBMITTED and f.get(parsing.ORD_STATUS) not in ("4", "8")
+        if (working and acknowledged and status not in ("4", "8")
                 and (quantity, limit) != (order.quantity, order.price)):
             out.append(OrderReplaced(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
                                      quantity=quantity, price=limit, trigger_price=order.trigger_price))
@@ -337,17 +342,15 @@ class FixVenue(RemoteVenue):
             out.append(cls(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol, side=order.side,
                            trade_id=f"reconciled-{order.order_id}-{cum}", last_qty=missed, last_price=price,
                            leaves_qty=max(leaves, 0)))
-        status = f.get(parsing.ORD_STATUS)
-        filled = bool(out) and isinstance(out[-1], OrderFilled)
-        still_open = order.is_open and order.order_id not in self.closed and not filled
+        still_open = working and not (out and isinstance(out[-1], OrderFilled))
         if still_open and status == "4":
             out.append(OrderCanceled(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
                                      reason="reconciled: canceled at the venue"))
-        elif still_open and status == "C" and order.status is not OrderStatus.SUBMITTED:
+        elif still_open and status == "C" and acknowledged:
             out.append(OrderExpired(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol))
         elif still_open and status == "8":  # rejected, or (for most venues) not known at all
             text = f.get(parsing.TEXT, "rejected at the venue")
-            if order.status is OrderStatus.SUBMITTED:
+            if not acknowledged:
                 out.append(OrderRejected(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
                                          reason=f"reconciled: {text}"))
             else:  # it was acknowledged, so it did work there: now it does not
