@@ -206,12 +206,7 @@ class PreTradeRisk:
         # the check's one array, and views into it for the engine's own updates
         self.engine = rc.engine_state(np.array(account), [rows[s] for s in symbols], flow)
         self.row_at = {s: rc.E_ROWS + i * rc.ROW_FIELDS for i, s in enumerate(symbols)}
-        self.rows = {s: self.engine[at : at + rc.ROW_FIELDS] for s, at in self.row_at.items()}
-        # the same rows as memoryviews, for the order path's bookkeeping: an element read or written through
-        # a memoryview is a plain int, about half the cost of a numpy element's
-        self.cells = {s: memoryview(row) for s, row in self.rows.items()}
-        self.account = self.engine[rc.E_ACCOUNT : rc.E_ROWS].view(np.float64)
-        self.flow = self.engine[self.engine[rc.E_FLOW_AT] :]
+        self._views()
         self.kelly_capital = None if limits.kelly_capital is None else float(limits.kelly_capital)
         self.max_var = None if limits.max_var is None else float(limits.max_var)
         self.max_es = None if limits.max_expected_shortfall is None else float(limits.max_expected_shortfall)
@@ -219,6 +214,28 @@ class PreTradeRisk:
             self.book_var = BookVar(
                 sorted(self.instruments), limits.var_window, limits.var_sample_ms * 1_000_000, limits.var_confidence
             )
+
+    def _views(self) -> None:
+        """The views into the engine's one array that the engine updates it through."""
+        self.rows = {s: self.engine[at : at + rc.ROW_FIELDS] for s, at in self.row_at.items()}
+        # the same rows as memoryviews, for the order path's bookkeeping: an element read or written through
+        # a memoryview is a plain int, about half the cost of a numpy element's
+        self.cells = {s: memoryview(row) for s, row in self.rows.items()}
+        self.account = self.engine[rc.E_ACCOUNT : rc.E_ROWS].view(np.float64)
+        self.flow = self.engine[self.engine[rc.E_FLOW_AT] :]
+
+    # A kernel snapshot (runtime/snapshots.py) pickles the engine: its one array goes whole, the views into
+    # it and the compiled check are made again, so the restored views still share the array.
+    _REMADE = ("check", "record_message", "rows", "cells", "account", "flow")
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in vars(self).items() if k not in self._REMADE}
+
+    def __setstate__(self, state: dict) -> None:
+        vars(self).update(state)
+        compiled = rc.kernels()
+        self.check, self.record_message = compiled.check_order_nb, compiled.record_message_nb
+        self._views()
 
     def working_orders(self) -> dict[str, tuple[int, int, int]]:
         """Per instrument with working orders: (buy quantity, sell quantity, orders), quantities in nanos."""

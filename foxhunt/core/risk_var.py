@@ -61,6 +61,13 @@ class BookVar:
         self.k_by_used = [math.ceil(m * (1 - self.tail)) for m in range(window + 1)]
         self._before: tuple[float, float] | None = None  # the book's own (VaR, ES), until it changes
 
+    def __getstate__(self) -> dict:  # a kernel snapshot: the compiled function is compiled again
+        return {k: v for k, v in vars(self).items() if k != "var_es"}
+
+    def __setstate__(self, state: dict) -> None:
+        vars(self).update(state)
+        self.var_es = compiled(var_es_nb, _SIGNATURE)
+
     def on_mark(self, symbol: str, price: float, ts: int) -> None:
         if ts >= self.next_sample:
             self._sample(ts)  # first: a sample is the marks as they stood at the boundary
