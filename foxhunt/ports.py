@@ -41,6 +41,20 @@ class JournalInfo(NamedTuple):
     last_seq: int
 
 
+class Snapshot(NamedTuple):
+    """The kernel's whole state after the input at `seq` (runtime/snapshots.py), as a journal store keeps it."""
+
+    seq: int
+    inputs: int  # how many inputs the state has taken
+    kernel: str  # the kernel's BEHAVIOUR
+    code: str  # snapshots.code_digest() of the code that took it
+    config: bytes  # the trading configuration the kernel was built with, as journaled (JSON)
+    state_digest: str
+    sha256: str  # of `state`
+    state: bytes
+    taken_at: str = ""
+
+
 class JournalWriter(abc.ABC):
     """The single writer of one journal. Sequence numbers are assigned at append, gap-free.
 
@@ -109,6 +123,14 @@ class JournalStore(abc.ABC):
     @abc.abstractmethod
     def tail(self, name: str, from_seq: int = 1) -> AsyncGenerator[Page, None]:
         """Like read, but waits for new records instead of ending."""
+
+    @abc.abstractmethod
+    async def snapshots(self, name: str) -> list[Snapshot]:
+        """The journal's kernel snapshots, newest first; JournalNotFound if there is no such journal."""
+
+    @abc.abstractmethod
+    async def save_snapshot(self, name: str, snapshot: Snapshot, keep: int) -> None:
+        """Store a snapshot (replacing one at the same seq) and drop all but the `keep` newest."""
 
     async def aclose(self) -> None:
         pass

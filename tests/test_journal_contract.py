@@ -14,6 +14,7 @@ from foxhunt.adapters.journal_postgres import PostgresJournalStore
 from foxhunt.errors import JournalLocked, JournalNotFound, JournalUnavailable
 from foxhunt.messages import codec
 from foxhunt.messages.orders import OrderSubmitted
+from foxhunt.ports import Snapshot
 from tests.fakes import quote
 
 META = dict(config=b'{"seed": 1}', config_digest="digest-a", fingerprint={"python": "3"})
@@ -246,3 +247,21 @@ def test_batches_never_split_an_input_from_its_derived_events():
     assert group_cut(queue, 8) == 8
     assert group_cut(rows([None, 1, 1, 1, 1, None]), 3) == 5  # an oversized group goes whole
     assert group_cut(rows([None, 1, 1, 1]), 2) == 4
+
+
+async def test_snapshots_are_kept_newest_first_replaced_at_the_same_seq_and_pruned(store, journal_name):
+    async with store.writer(journal_name, **META) as writer:
+        await append_quotes(writer, 5)
+    assert await store.snapshots(journal_name) == []
+    snap = Snapshot(seq=2, inputs=1, kernel="2", code="c", config=b"{}", state_digest="d", sha256="s", state=b"\x00x")
+    for seq in (2, 6, 4):
+        await store.save_snapshot(journal_name, snap._replace(seq=seq, inputs=seq), keep=2)
+    kept = await store.snapshots(journal_name)
+    assert [(s.seq, s.inputs) for s in kept] == [(6, 6), (4, 4)]  # seq 2 dropped: two kept
+    assert kept[0]._replace(taken_at="") == snap._replace(seq=6, inputs=6) and kept[0].state == b"\x00x"
+    await store.save_snapshot(journal_name, snap._replace(seq=6, state=b"again"), keep=2)
+    assert [(s.seq, s.state) for s in await store.snapshots(journal_name)] == [(6, b"again"), (4, b"\x00x")]
+    with pytest.raises(JournalNotFound):
+        await store.snapshots("no-such-journal-" + journal_name)
+    with pytest.raises(JournalNotFound):
+        await store.save_snapshot("no-such-journal-" + journal_name, snap, keep=2)

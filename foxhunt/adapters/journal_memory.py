@@ -11,7 +11,7 @@ import anyio
 from foxhunt.errors import JournalLocked, JournalNotFound
 from foxhunt.messages import codec
 from foxhunt.messages.base import Message
-from foxhunt.ports import PAGE_SIZE, JournalInfo, JournalStore, JournalWriter, Record
+from foxhunt.ports import PAGE_SIZE, JournalInfo, JournalStore, JournalWriter, Record, Snapshot
 
 
 class _Journal:
@@ -20,6 +20,7 @@ class _Journal:
         self.config_digest = config_digest
         self.created_at = datetime.datetime.now(datetime.UTC).isoformat()
         self.records: list[Record] = []
+        self.snapshots: dict[int, Snapshot] = {}
         self.held = False
         self.changed = anyio.Event()
 
@@ -103,3 +104,12 @@ class MemoryJournalStore(JournalStore):
                 yield page
                 continue
             await changed.wait()
+
+    async def snapshots(self, name: str) -> list[Snapshot]:
+        return [snap for _, snap in sorted(self._get(name).snapshots.items(), reverse=True)]
+
+    async def save_snapshot(self, name: str, snapshot: Snapshot, keep: int) -> None:
+        kept = self._get(name).snapshots
+        kept[snapshot.seq] = snapshot
+        for seq in sorted(kept, reverse=True)[keep:]:
+            del kept[seq]

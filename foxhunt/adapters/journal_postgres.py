@@ -20,7 +20,7 @@ from foxhunt.adapters.journal_pg_reader import PAGE_ROWS, read_pages
 from foxhunt.adapters.journal_pg_writer import NOTIFY_CHANNEL, PostgresJournalWriter, WriterPolicy
 from foxhunt.adapters.pg import connect, unavailable
 from foxhunt.errors import JournalNotFound, JournalUnavailable
-from foxhunt.ports import JournalInfo, JournalStore, Record
+from foxhunt.ports import JournalInfo, JournalStore, Record, Snapshot
 
 log = structlog.get_logger("foxhunt.journal")
 
@@ -70,14 +70,14 @@ class PostgresJournalStore(JournalStore):
     async def list(self) -> list[JournalInfo]:
         return [_info(row) for row in await self._query(self._INFO + " ORDER BY j.name", ())]
 
-    async def _query(self, query: str, params: tuple) -> list[tuple]:
+    async def _query(self, query: str, params: tuple, doing: str = "reading the journal list") -> list[tuple]:
         conn = await connect(self.dsn, autocommit=True)
         try:
             async with conn:
                 cur = await conn.execute(query, params)
                 return await cur.fetchall()
         except psycopg.Error as e:
-            raise unavailable(e, self.dsn, "reading the journal list") from e
+            raise unavailable(e, self.dsn, doing) from e
 
     async def read(
         self, name: str, from_seq: int = 1, limit: int | None = None, *, decode_derived: bool = True
@@ -117,6 +117,41 @@ class PostgresJournalStore(JournalStore):
                 log.warning("tail_reconnecting", journal=name, next_seq=seq, error=str(e).strip()[:200])
                 await anyio.sleep(delay)
                 delay = min(delay * 2, 5.0)
+
+    _SNAPSHOT_COLUMNS = "seq, inputs, kernel, code, config, state_digest, sha256, state"
+
+    async def snapshots(self, name: str) -> list[Snapshot]:
+        await self.info(name)  # JournalNotFound
+        rows = await self._query(
+            f"SELECT {self._SNAPSHOT_COLUMNS}, to_char(taken_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+            " FROM snapshots WHERE journal_id = (SELECT id FROM journals WHERE name = %s) ORDER BY seq DESC",
+            (name,), f"reading the snapshots of journal {name!r}",
+        )
+        return [Snapshot(*row[:4], bytes(row[4]), *row[5:7], bytes(row[7]), row[8]) for row in rows]
+
+    async def save_snapshot(self, name: str, snapshot: Snapshot, keep: int) -> None:
+        conn = await connect(self.dsn, autocommit=False, application_name="foxhunt snapshot")
+        try:
+            async with conn:
+                cur = await conn.execute("SELECT id FROM journals WHERE name = %s", (name,))
+                row = await cur.fetchone()
+                if row is None:
+                    raise JournalNotFound(f"no journal named {name!r}")
+                await conn.execute(
+                    f"INSERT INTO snapshots (journal_id, {self._SNAPSHOT_COLUMNS})"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (journal_id, seq) DO UPDATE SET"
+                    " inputs = excluded.inputs, kernel = excluded.kernel, code = excluded.code,"
+                    " config = excluded.config, state_digest = excluded.state_digest, sha256 = excluded.sha256,"
+                    " state = excluded.state, taken_at = now()",
+                    (row[0], *snapshot[:8]),
+                )
+                await conn.execute(
+                    "DELETE FROM snapshots WHERE journal_id = %s AND seq NOT IN"
+                    " (SELECT seq FROM snapshots WHERE journal_id = %s ORDER BY seq DESC LIMIT %s)",
+                    (row[0], row[0], keep),
+                )
+        except psycopg.Error as e:
+            raise unavailable(e, self.dsn, f"saving a snapshot of journal {name!r}") from e
 
 
 def _info(row: tuple) -> JournalInfo:
