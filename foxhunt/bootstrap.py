@@ -8,6 +8,7 @@ from pathlib import Path
 
 import anyio
 import msgspec
+import structlog
 
 import foxhunt
 from foxhunt.adapters import journal_pg_partitions as partitions
@@ -19,9 +20,13 @@ from foxhunt.adapters.systemd import Notifier
 from foxhunt.admin.server import Access, ServerPolicy
 from foxhunt.config import Config, TradingConfig
 from foxhunt.core.kernel import BEHAVIOUR, Kernel
-from foxhunt.errors import ConfigError
-from foxhunt.ports import Clock, Venue
+from foxhunt.errors import ConfigError, JournalArchived, JournalError, JournalMismatch
+from foxhunt.ports import Clock, Snapshot, Venue
+from foxhunt.runtime import replay, snapshots
 from foxhunt.runtime.live import Operations, VenueFactory, simulated_venue
+from foxhunt.runtime.reconfigure import kernel_config
+
+log = structlog.get_logger("foxhunt.bootstrap")
 
 # sun_path of struct sockaddr_un holds 108 bytes with the terminating NUL (unix(7))
 MAX_SOCKET_PATH = 107
@@ -166,10 +171,39 @@ def resolve_dsn(cfg: Config) -> str:
 
 
 def archive_journal(cfg: Config, name: str, through_seq: int, directory: Path) -> list[partitions.Archive]:
-    """`foxhunt journal archive`: the journal's whole old ranges out of the database (docs/journal.md)."""
+    """`foxhunt journal archive`: the journal's whole old ranges out of the database (docs/journal.md). A
+    traded journal keeps what its next start-up needs: nothing after its newest usable snapshot goes."""
     dsn = resolve_dsn(cfg)
-    anyio.run(migrate, dsn)
+    through_seq = anyio.run(_archivable_through, cfg, dsn, name, through_seq)
     return partitions.archive(dsn, name, through_seq, directory)
+
+
+async def _archivable_through(cfg: Config, dsn: str, name: str, through_seq: int) -> int:
+    store = await open_store(cfg, dsn)
+    try:
+        built_with = await kernel_config(store, name)
+    except (JournalMismatch, JournalArchived):  # no kernel to start again: ingested data, or no run at all
+        return through_seq
+    usable = [s.seq for s in await store.snapshots(name) if snapshots.unusable(s, built_with) is None]
+    if not usable:
+        raise JournalError(
+            f"journal {name!r} is traded, and its start-up would need the events archived: take a snapshot"
+            f" first (`foxhunt journal snapshot {name}`), then archive through it"
+        )
+    if usable[0] < through_seq:
+        log.warning("archive_kept_after_snapshot", journal=name, asked_through=through_seq, through=usable[0],
+                    why="start-up needs the events after the newest usable snapshot")
+    return min(through_seq, usable[0])
+
+
+def snapshot_journal(cfg: Config, name: str) -> tuple[Snapshot, replay.Recovery]:
+    """`foxhunt journal snapshot`: the journal's kernel after its last committed input, stored for start-up."""
+
+    async def go():
+        store = await open_store(cfg, resolve_dsn(cfg))
+        return await replay.snapshot(store, name, await kernel_config(store, name))
+
+    return anyio.run(go)
 
 
 def restore_journal(cfg: Config, name: str) -> list[partitions.Archive]:

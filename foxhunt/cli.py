@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     arc.add_argument("--to", required=True, metavar="DIR", help="where the files go")
     res = jr.add_parser("restore", parents=[common], help="bring a journal's archived ranges back into the database")
     res.add_argument("journal", metavar="NAME")
+    snap = jr.add_parser("snapshot", parents=[common],
+                         help="store the journal's kernel state, so that start-up feeds only the inputs after it")
+    snap.add_argument("journal", metavar="NAME")
 
     adm = sub.add_parser("admin", parents=[common], help="steer a running daemon over its admin socket")
     adm.add_argument("-c", dest="line", metavar="COMMAND", help="run one command and exit, e.g. -c 'status'")
@@ -193,6 +196,12 @@ def cmd_ingest(args: argparse.Namespace, cfg: config.Config) -> int:
 
 
 def cmd_journal(args: argparse.Namespace, cfg: config.Config) -> int:
+    if args.action == "snapshot":
+        taken, recovery = bootstrap.snapshot_journal(cfg, args.journal)
+        since = f"snapshot at seq {recovery.snapshot.seq}" if recovery.snapshot else "the journal's start"
+        print(f"snapshot\tseq {taken.seq}\t{taken.inputs} inputs ({recovery.inputs} fed from {since})"
+              f"\t{len(taken.state)} bytes\tstate {taken.state_digest}")
+        return EXIT_OK
     if args.action in ("archive", "restore"):
         if args.action == "archive":
             done = bootstrap.archive_journal(cfg, args.journal, args.through, Path(args.to))

@@ -43,10 +43,13 @@ class JournalConfig(_Section, frozen=True, kw_only=True):
     write_timeout: float = 30.0
     reconnect_backoff_max: float = 5.0
     partition_span: int = 50_000_000  # events per partition range; a journal keeps the span it was created with
+    snapshot_after: int = 100_000  # a start-up that fed this many inputs saves a kernel snapshot; 0: never
 
     def __post_init__(self) -> None:
         if self.partition_span < 1:
             raise ValueError(f"partition_span must be positive, got {self.partition_span}")
+        if self.snapshot_after < 0:
+            raise ValueError(f"snapshot_after must be 0 (never) or positive, got {self.snapshot_after}")
         if not 0 < self.batch_max <= self.queue_max:
             raise ValueError(f"needs 0 < batch_max <= queue_max, got {self.batch_max} and {self.queue_max}")
         if not 0 < self.stall_after < self.write_timeout or self.reconnect_backoff_max <= 0:

@@ -23,7 +23,7 @@ import pytest
 
 from foxhunt.admin.client import Connection
 from foxhunt.messages import codec
-from tests.test_crash import recovered_digest
+from tests.test_crash import recovered
 
 pytestmark = pytest.mark.postgres
 
@@ -223,7 +223,7 @@ def test_the_daemon_under_systemd_and_an_operator(cli_env, pg_dsn, journal_name,
                             env=cli_env, capture_output=True, text=True, timeout=300)
     assert verify.returncode == 0, verify.stderr
     # the state the restart rebuilt from the journal is the state replay computes at the same point
-    restart_digest = recovered_digest(log)
+    restart_digest = recovered(log).get("state_digest")
     assert restart_digest is not None
     second_start = [i for i, m in enumerate(messages) if type(m).__name__ == "RunStarted"][1]  # its seq - 1
     replay_to_kill = subprocess.run(
@@ -244,9 +244,9 @@ from foxhunt.runtime import replay
 async def main(name, upto):
     cfg = config.load(None)
     store = await bootstrap.open_store(cfg, bootstrap.resolve_dsn(cfg))
-    kernel = replay.build_kernel(await replay.trading_config(store, name, None, None))
-    await replay.recover(store, name, kernel, int(upto))
-    print(kernel.state_digest())
+    trading = await replay.trading_config(store, name, None, None)
+    recovery = await replay.recover(store, name, trading, int(upto), use_snapshots=False)
+    print(recovery.kernel.state_digest())
 
 anyio.run(main, *sys.argv[1:])
 """

@@ -108,15 +108,29 @@ async def test_old_ranges_are_archived_to_checksummed_files_and_restored(pg_dsn,
     assert [(r.seq, r.causation, r.payload) for r in after[:350]] == [(r.seq, r.causation, r.payload) for r in before]
 
 
-def test_archive_and_restore_from_the_command_line_and_replay_in_between(cli_env, journal_name, tmp_path):
+def test_archive_and_restore_from_the_command_line_and_a_restart_from_a_snapshot_in_between(
+    cli_env, pg_dsn, journal_name, tmp_path
+):
     env = {**cli_env, "FOXHUNT_JOURNAL__PARTITION_SPAN": "500"}
 
     def foxhunt(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "foxhunt", *args], env=env, capture_output=True, text=True,
                               timeout=300)
 
+    def snapshot_code(code: str | None) -> str:
+        """The code digest of the journal's snapshot, after setting it to `code`."""
+        mine = "journal_id = (SELECT id FROM journals WHERE name = %s)"
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            if code is not None:
+                conn.execute(f"UPDATE snapshots SET code = %s WHERE {mine}", (code, journal_name))
+            return conn.execute(f"SELECT code FROM snapshots WHERE {mine}", (journal_name,)).fetchone()[0]
+
     run = foxhunt("run", "--journal", journal_name, "--feed", "synthetic:seed=3,n=2000", "--clock", "feed")
     assert run.returncode == 0, run.stderr
+    refused = foxhunt("journal", "archive", journal_name, "--through", "1000", "--to", str(tmp_path))
+    assert refused.returncode == 2 and f"foxhunt journal snapshot {journal_name}" in refused.stderr, refused.stderr
+    snap = foxhunt("journal", "snapshot", journal_name)
+    assert snap.returncode == 0 and snap.stdout.startswith(f"snapshot\tseq {last_seq(pg_dsn, journal_name)}\t"), snap
     (tmp_path / "a-file").write_text("")
     nowhere = foxhunt("journal", "archive", journal_name, "--through", "1000", "--to", str(tmp_path / "a-file" / "x"))
     assert nowhere.returncode == 2 and f"archiving journal '{journal_name}' into" in nowhere.stderr, nowhere.stderr
@@ -128,9 +142,22 @@ def test_archive_and_restore_from_the_command_line_and_replay_in_between(cli_env
     assert replay.returncode == 2 and "events 1 to 1000 are archived" in replay.stderr, replay.stderr
     bad = foxhunt("journal", "archive", journal_name, "--through", "x", "--to", str(tmp_path))
     assert bad.returncode == 2 and "--through" in bad.stderr
+
+    # the daemon starts on the archived journal from its snapshot, and only from a snapshot it can use
+    good = snapshot_code(None)
+    snapshot_code("other")
+    stale = foxhunt("run", "--journal", journal_name, "--feed", "synthetic:seed=4,n=500", "--clock", "feed")
+    assert stale.returncode == 2 and "events 1 to 1000 are archived" in stale.stderr, stale.stderr
+    assert "snapshot at seq" in stale.stderr and "taken by other code" in stale.stderr, stale.stderr
+    snapshot_code(good)
+    before = last_seq(pg_dsn, journal_name)
+    again = foxhunt("run", "--journal", journal_name, "--feed", "synthetic:seed=4,n=500", "--clock", "feed")
+    assert again.returncode == 0, again.stderr
+    assert last_seq(pg_dsn, journal_name) > before + 500
+
     restored = foxhunt("journal", "restore", journal_name)
     assert restored.returncode == 0 and len(restored.stdout.splitlines()) == 2, restored.stderr
-    replay = foxhunt("replay", journal_name, "--verify")
+    replay = foxhunt("replay", journal_name, "--verify")  # the run restored from the snapshot too, byte for byte
     assert replay.returncode == 0, replay.stderr
     assert sorted(p.suffix for p in tmp_path.iterdir()) == [".pgcopy", ".pgcopy"]  # kept: the operator's to delete
 
@@ -193,7 +220,7 @@ async def test_the_partitioning_migration_moves_an_existing_journal_intact(pg_ds
             with conn.cursor().copy("COPY events FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
-        assert await migrate(dsn) == ["0003_partitions.sql"]
+        assert await migrate(dsn) == ["0003_partitions.sql", "0004_snapshots.sql"]
         with psycopg.connect(dsn) as conn:
             after = conn.execute("SELECT * FROM events ORDER BY journal_id, seq").fetchall()
             parted = conn.execute("SELECT count(*) FROM pg_partitioned_table p JOIN pg_class c ON c.oid = p.partrelid"

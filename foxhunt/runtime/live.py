@@ -5,8 +5,9 @@ all, the journal writer (owned by the journal's context). The consumer runs in t
 exception in any task cancels the others and ends the run: crash-only, the journal rebuilds the state on
 the next start.
 
-Starting is always a recovery: if the journal already holds events, their inputs are fed through the
-kernel first, so it continues from the state the journal describes. The simulated venue keeps nothing
+Starting is always a recovery: if the journal already holds events, the kernel is restored from its
+newest usable snapshot and the inputs after it are fed through it (all inputs, through a fresh kernel,
+when there is none: runtime/replay.py, recover), so it continues from the state the journal describes. The simulated venue keeps nothing
 across processes, so orders the recovered kernel still believes working are recorded as canceled by the
 venue, with the reason, before trading starts.
 
@@ -68,7 +69,8 @@ from foxhunt.runtime.bus import Bus, BusClosed, publish_all
 from foxhunt.runtime.console import Console
 from foxhunt.runtime.loop import TradingLoop
 from foxhunt.runtime.reconfigure import journal_config, risk_reload
-from foxhunt.runtime.replay import build_kernel, recover
+from foxhunt.runtime.replay import Recovery, recover
+from foxhunt.runtime.snapshots import save_snapshot
 from foxhunt.runtime.summary import summarize
 
 if TYPE_CHECKING:  # imported only where telemetry is turned on (the SDK takes a while to import)
@@ -172,19 +174,22 @@ async def run_paper(
         # a journal's kernel is always built as its first run built it, so that replay, which can only know
         # that configuration, follows every run; later runs change risk limits through the journal
         built_with = await journal_config(store, req.journal, trading) if journal.last_seq else trading
-        kernel = build_kernel(built_with)
+        recovery = await recover(store, req.journal, built_with, journal.last_seq)
+        kernel = recovery.kernel
+        if recovery.inputs >= cfg.journal.snapshot_after > 0:  # the next start feeds only the inputs after it
+            await save_snapshot(store, req.journal, kernel, journal.last_seq, recovery.total_inputs, built_with)
         venue = ops.venue(kernel, built_with, req.clock)
         if cfg.run.wire_log:
             venue = resources.enter_context(WireLoggedVenue(venue, Path(cfg.run.wire_log)))
         loop = TradingLoop(kernel, venue, journal, cfg.journal.durability)
-        # from the first write on: an outage during recovery halts trading before it starts
+        # from the first write on (the run's start): an outage then halts trading before it starts
         journal.watch_health(lambda reason, outage: control.push_urgent(_health_input(req.clock, reason, outage)))
         console = Console(loop, store, req.journal, cfg, req.clock, control.submit_admin, venue.name)
         loop.on_wait = lambda: _heartbeat(console, ops.notifier)
         if ops.telemetry is not None:
             loop.observer = ops.telemetry
             journal.watch_commits(ops.telemetry.on_commit)
-        await _start(store, loop, trading, req, fingerprint)
+        await _start(loop, trading, req, fingerprint, recovery)
         await _trade(loop, req, control, console, ops, cfg.run.on_stop)
     reason = control.reason or "feed ended"
     log.info("run_stopped", journal=req.journal, reason=reason, last_seq=journal.last_seq)
@@ -197,14 +202,15 @@ async def run_paper(
 
 
 async def _start(
-    store: JournalStore, loop: TradingLoop, trading: TradingConfig, req: RunRequest, fingerprint: dict[str, str]
+    loop: TradingLoop, trading: TradingConfig, req: RunRequest, fingerprint: dict[str, str], recovery: Recovery
 ) -> None:
-    """Recover from the journal, mark the run's start, connect the venue and reconcile with it."""
+    """Mark the run's start after the recovery, connect the venue and reconcile with it."""
     kernel, journal, clock = loop.kernel, loop.journal, req.clock
-    recovered, last_run = (await recover(store, req.journal, kernel, journal.last_seq)) if journal.last_seq else (0, None)
-    if recovered:
+    recovered, last_run = recovery.inputs, kernel.run
+    if journal.last_seq:
         log.info("recovered", journal=req.journal, inputs=recovered, last_seq=journal.last_seq,
-                 state_digest=kernel.state_digest())
+                 from_snapshot=recovery.snapshot.seq if recovery.snapshot else None,
+                 snapshots_skipped=recovery.skipped or None, state_digest=kernel.state_digest())
     now = clock.now()
     await loop.submit(
         RunStarted(

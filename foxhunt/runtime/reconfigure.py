@@ -15,7 +15,7 @@ from foxhunt import config
 from foxhunt.config import TradingConfig
 from foxhunt.core.kernel import Kernel
 from foxhunt.core.risk import RiskLimits
-from foxhunt.errors import ConfigError
+from foxhunt.errors import ConfigError, JournalArchived
 from foxhunt.messages.system import ConfigReloaded
 from foxhunt.ports import JournalStore
 from foxhunt.runtime.replay import refuse_if_ingested, trading_config
@@ -32,10 +32,22 @@ def risk_reload(
                           changed=changed, needs_restart=needs_restart or [])
 
 
+async def kernel_config(store: JournalStore, name: str) -> TradingConfig:
+    """The configuration the journal's kernel is built with: its first run's. A journal whose first events
+    are archived has it from its snapshots, which keep it."""
+    try:
+        await refuse_if_ingested(store, name, "trade on")
+        return await trading_config(store, name, None, None)
+    except JournalArchived:
+        kept = await store.snapshots(name)
+        if not kept:
+            raise
+        return config.trading_from_json(kept[0].config)
+
+
 async def journal_config(store: JournalStore, name: str, current: TradingConfig) -> TradingConfig:
     """The configuration the journal's kernel was built with; refuses settings it cannot take any more."""
-    await refuse_if_ingested(store, name, "trade on")
-    recorded = await trading_config(store, name, None, None)
+    recorded = await kernel_config(store, name)
     if fixed := config.fixed_changes(recorded, current):
         raise ConfigError(
             f"journal {name!r} was started with other {', '.join(sorted({k.split('.')[0] for k in fixed}))} settings"

@@ -5,7 +5,8 @@
   derived events recorded behind that input. The first difference stops the replay.
 - backtest: only the inputs from outside the venue (market data, operators, timers, run markers) go
   through a fresh kernel and a fresh simulated venue, with the trading loop that paper trading uses.
-- recover: a daemon restarting on a journal feeds its inputs through the kernel to rebuild its state.
+- recover: a daemon restarting on a journal rebuilds its kernel: from the newest usable snapshot
+  (runtime/snapshots.py), then the inputs after it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from contextlib import aclosing
+from dataclasses import dataclass
 
 import msgspec
 
@@ -22,10 +24,11 @@ from foxhunt.config import TradingConfig, trading_from_json
 from foxhunt.core.kernel import BEHAVIOUR, Kernel
 from foxhunt.core.risk import PreTradeRisk
 from foxhunt.core.strategies import build_strategy
-from foxhunt.errors import ConfigError, JournalMismatch, VerificationFailed
+from foxhunt.errors import ConfigError, JournalArchived, JournalMismatch, VerificationFailed
 from foxhunt.messages import codec
 from foxhunt.messages.system import RunStarted, VenueConnected, VenueDisconnected
-from foxhunt.ports import JournalStore, Record
+from foxhunt.ports import JournalStore, Record, Snapshot
+from foxhunt.runtime import snapshots
 from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.loop import TradingLoop
 from foxhunt.runtime.summary import summarize
@@ -176,17 +179,57 @@ async def backtest(store: JournalStore, name: str, trading: TradingConfig) -> di
     return summarize(kernel, events=events, seconds=seconds, journal=name, mode="backtest", inputs=loop.inputs)
 
 
-async def recover(store: JournalStore, name: str, kernel: Kernel, upto: int) -> tuple[int, RunStarted | None]:
-    """Feed the journal's inputs up to `upto` through `kernel`; return how many there were, and the last
-    run's start."""
+@dataclass
+class Recovery:
+    """A journal's kernel rebuilt at start-up, and how."""
+
+    kernel: Kernel
+    inputs: int  # inputs fed through the kernel: those after the snapshot, when one was used
+    snapshot: Snapshot | None  # the snapshot it started from
+    skipped: list[str]  # the snapshots it could not start from, and why
+
+    @property
+    def total_inputs(self) -> int:
+        return self.inputs + (self.snapshot.inputs if self.snapshot is not None else 0)
+
+
+async def recover(
+    store: JournalStore, name: str, built_with: TradingConfig, upto: int, *, use_snapshots: bool = True
+) -> Recovery:
+    """The kernel of journal `name` after its inputs up to `upto`: restored from the newest snapshot that
+    can stand in for the inputs it holds (runtime/snapshots.py), then fed the inputs after it."""
+    kernel, after, used, skipped = None, 0, None, []
+    for snapshot in (await store.snapshots(name)) if use_snapshots and upto else ():
+        why = "beyond the journal's end" if snapshot.seq > upto else snapshots.unusable(snapshot, built_with)
+        if why is None:
+            try:
+                kernel, after, used = snapshots.restore(snapshot), snapshot.seq, snapshot
+                break
+            except snapshots.SnapshotDamaged as e:
+                why = str(e)
+        skipped.append(f"snapshot at seq {snapshot.seq}: {why}")
+    kernel = kernel or build_kernel(built_with)
     inputs = 0
-    last_run = None
-    async with aclosing(store.read(name, 1, upto, decode_derived=False)) as pages:
-        async for page in pages:
-            for record in page:
-                if record.causation is None:
-                    kernel.handle(record.seq, record.message)
-                    inputs += 1
-                    if type(record.message) is RunStarted:
-                        last_run = record.message
-    return inputs, last_run
+    if upto <= after:
+        return Recovery(kernel, inputs, used, skipped)
+    try:
+        async with aclosing(store.read(name, after + 1, upto - after, decode_derived=False)) as pages:
+            async for page in pages:
+                for record in page:
+                    if record.causation is None:
+                        kernel.handle(record.seq, record.message)
+                        inputs += 1
+    except JournalArchived as e:
+        why = "; ".join(skipped) or f"there is none (take one before archiving: `foxhunt journal snapshot {name}`)"
+        raise JournalArchived(f"{e}; start-up needs them or a usable snapshot after them, and {why}") from e
+    return Recovery(kernel, inputs, used, skipped)
+
+
+async def snapshot(store: JournalStore, name: str, built_with: TradingConfig) -> tuple[Snapshot, Recovery]:
+    """`foxhunt journal snapshot`: the kernel after the journal's last committed input, stored (from the
+    newest usable snapshot and the inputs after it, so a regular snapshot costs only what came since)."""
+    upto = (await store.info(name)).last_seq
+    recovery = await recover(store, name, built_with, upto)
+    taken = snapshots.take(recovery.kernel, upto, recovery.total_inputs, built_with)
+    await store.save_snapshot(name, taken, snapshots.KEEP)
+    return taken, recovery

@@ -1,0 +1,119 @@
+"""Kernel snapshots: a kernel restored from one derives, byte for byte, what the kernel that was never
+stopped derived; start-up recovers from the newest usable one and passes over the others, saying why."""
+
+from __future__ import annotations
+
+from contextlib import aclosing
+
+import pytest
+
+from foxhunt import config
+from foxhunt.adapters.journal_memory import MemoryJournalStore
+from foxhunt.errors import VerificationFailed
+from foxhunt.runtime import replay, snapshots
+from foxhunt.runtime.clock import EventClock
+from foxhunt.runtime.live import RunRequest, run_paper
+from tests.test_runtime import FINGERPRINT, synthetic
+
+# every stateful part of the kernel busy: both strategies' windows, VaR scenarios, the drawdown breaker,
+# the volatility and market-wide breakers, duplicate-order and message throttles, self-match prevention
+RISKY = {
+    "FOXHUNT_RISK__MAX_VAR": "100000000", "FOXHUNT_RISK__MAX_EXPECTED_SHORTFALL": "100000000",
+    "FOXHUNT_RISK__VAR_SAMPLE_MS": "200", "FOXHUNT_RISK__VAR_WINDOW": "40", "FOXHUNT_RISK__MAX_DRAWDOWN": "100000000",
+    "FOXHUNT_RISK__DUPLICATE_WINDOW_MS": "20", "FOXHUNT_RISK__MARKET_INDEX": "EURUSD",
+    "FOXHUNT_RISK__MAX_REALIZED_VOL_BPS": "100000", "FOXHUNT_RISK__MAX_GROSS_EXPOSURE": "1000000000",
+}
+
+
+async def records(store, name) -> list:
+    async with aclosing(store.read(name, decode_derived=False)) as pages:
+        return [r async for page in pages for r in page]
+
+
+async def paper_journal(env: dict[str, str], n: int = 3000) -> tuple[MemoryJournalStore, config.TradingConfig, list]:
+    store, clock = MemoryJournalStore(), EventClock()
+    summary = await run_paper(store, config.load(None, env=env), RunRequest("j", synthetic(n, clock), clock), FINGERPRINT)
+    assert summary["orders"] > 20 and summary["fills"] > 10
+    return store, await replay.trading_config(store, "j", None, None), await records(store, "j")
+
+
+def restored_at(trading, journal: list, cut: int):
+    """A kernel fed the journal's inputs up to seq `cut`, then snapshotted and restored."""
+    kernel = replay.build_kernel(trading)
+    inputs = 0
+    for r in journal[:cut]:
+        if r.causation is None:
+            kernel.handle(r.seq, r.message)
+            inputs += 1
+    return snapshots.restore(snapshots.take(kernel, cut, inputs, trading))
+
+
+@pytest.mark.parametrize("strategy", ["ema_cross", "zscore"])
+async def test_a_restored_kernel_derives_byte_for_byte_what_the_uninterrupted_one_derived(strategy):
+    store, trading, journal = await paper_journal({**RISKY, "FOXHUNT_STRATEGY__NAME": strategy})
+    inputs = [r.seq for r in journal if r.causation is None]
+    for k in (1, len(inputs) // 5, len(inputs) // 2, len(inputs) - 3):  # cut just before input k
+        cut = inputs[k] - 1
+        kernel = restored_at(trading, journal, cut)
+        verifier = replay.Verifier("j", kernel)
+        verifier.feed(journal[cut:])  # raises at the first event that differs
+        verifier.finish()
+        assert verifier.inputs == len(inputs) - k
+    assert kernel.gate.book_var is not None and kernel.gate.book_var.used > 0  # VaR's window was in the state
+
+
+async def test_a_restored_kernel_that_lost_part_of_its_state_is_caught_by_the_same_check():
+    store, trading, journal = await paper_journal(RISKY)
+    inputs = [r.seq for r in journal if r.causation is None]
+    cut = inputs[len(inputs) // 2] - 1
+    kernel = restored_at(trading, journal, cut)
+    kernel.strategies[0].state.clear()  # the EMAs forgotten: the strategy warms up again and trades later
+    with pytest.raises(VerificationFailed, match="diverged"):
+        verifier = replay.Verifier("j", kernel)
+        verifier.feed(journal[cut:])
+        verifier.finish()
+
+
+async def test_start_up_saves_a_snapshot_and_the_next_one_recovers_from_it():
+    store, clock = MemoryJournalStore(), EventClock()
+    cfg = config.load(None, env={**RISKY, "FOXHUNT_JOURNAL__SNAPSHOT_AFTER": "1"})
+    for seed in (5, 6, 7):
+        await run_paper(store, cfg, RunRequest("j", synthetic(1500, clock, seed=seed), clock), FINGERPRINT)
+    kept = await store.snapshots("j")
+    assert len(kept) == 2  # saved by the second and the third start, after their recovery
+    runs = [r.seq for r in await records(store, "j") if type(r.message).__name__ == "RunStarted"]
+    assert [s.seq for s in kept] == [runs[2] - 1, runs[1] - 1]
+    trading = await replay.trading_config(store, "j", None, None)
+    await replay.verify(store, "j", trading)  # the third run, recovered from a snapshot, verifies from seq 1
+    last = (await store.info("j")).last_seq
+    fast = await replay.recover(store, "j", trading, last)
+    full = await replay.recover(store, "j", trading, last, use_snapshots=False)
+    assert fast.snapshot == kept[0] and fast.inputs < full.inputs and fast.total_inputs == full.inputs
+    assert fast.kernel.state_digest() == full.kernel.state_digest()
+
+
+async def test_recovery_passes_over_a_snapshot_it_cannot_use_and_says_why():
+    store, trading, journal = await paper_journal(RISKY, n=1500)
+    last = journal[-1].seq
+    good = snapshots.take((await replay.recover(store, "j", trading, last)).kernel, last, 1, trading)
+    other = trading.to_json().replace(b'"seed":7', b'"seed":8')
+    assert other != trading.to_json()
+    bad = [
+        good._replace(seq=last - 1, sha256="0" * 64),  # damaged bytes
+        good._replace(seq=last - 2, code="someothercode"),
+        good._replace(seq=last - 3, kernel="1"),
+        good._replace(seq=last - 4, config=other),
+        good._replace(seq=last - 5, state=good.state[:-9], sha256=__import__("hashlib").sha256(good.state[:-9]).hexdigest()),
+    ]
+    for snapshot in bad:
+        await store.save_snapshot("j", snapshot, keep=10)
+    recovery = await replay.recover(store, "j", trading, last)
+    assert recovery.snapshot is None and recovery.inputs == sum(r.causation is None for r in journal)
+    reasons = "\n".join(recovery.skipped)
+    for expected in ("do not match their SHA-256", "other code", "kernel behaviour 1", "another trading configuration",
+                     "does not unpickle"):
+        assert expected in reasons, reasons
+    await store.save_snapshot("j", good, keep=3)  # the newest kept, the oldest two dropped
+    assert [s.seq for s in await store.snapshots("j")] == [last, last - 1, last - 2]
+    recovery = await replay.recover(store, "j", trading, last)
+    assert recovery.snapshot == good and recovery.inputs == 0 and recovery.skipped == []
