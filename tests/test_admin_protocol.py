@@ -157,7 +157,10 @@ def test_the_unit_file_passes_systemd_analyze_verify(tmp_path):
         return
     # verify needs the ExecStart binary to exist: point it at this checkout's interpreter
     bin_dir = Path(sys.executable).parent
-    (tmp_path / "foxhunt.service").write_text(unit.replace("/opt/foxhunt/venv/bin", str(bin_dir)))
-    result = subprocess.run([analyze, "verify", str(tmp_path / "foxhunt.service")], capture_output=True, text=True,
+    names = ["foxhunt.service", "foxhunt-snapshot.service", "foxhunt-snapshot.timer"]
+    for name in names:
+        text = (Path(__file__).parents[1] / "scripts" / name).read_text()
+        (tmp_path / name).write_text(text.replace("/opt/foxhunt/venv/bin", str(bin_dir)))
+    result = subprocess.run([analyze, "verify", *(str(tmp_path / n) for n in names)], capture_output=True, text=True,
                             check=False)
-    assert result.returncode == 0 and "foxhunt.service" not in result.stderr, result.stderr
+    assert result.returncode == 0 and "foxhunt" not in result.stderr, result.stderr
