@@ -91,7 +91,7 @@ def main() -> None:
             wall, seconds = anyio.run(run_foxhunt, kernel, trading.venue, quotes)
             results[f"foxhunt {name}"].append(wall)
             cpu[f"foxhunt {name}"].append(seconds)
-            orders[name] = len(kernel.orders.by_id)
+            orders[name] = kernel.orders.count
         bare = Kernel(instruments, [], PreTradeRisk(trading.risk, instruments))
         wall, seconds = anyio.run(run_foxhunt, bare, trading.venue, quotes)
         results["foxhunt no strategy"].append(wall)

@@ -52,8 +52,8 @@ def main() -> None:
     for _ in range(args.repeats):
         kernel = Kernel(instruments, [Flip()], PreTradeRisk(trading.risk, instruments))
         seconds, _ = anyio.run(run_foxhunt, kernel, trading.venue, quotes)
-        if len(kernel.orders.by_id) != len(quotes):
-            raise SystemExit(f"expected an order per quote, got {len(kernel.orders.by_id)} for {len(quotes)}")
+        if kernel.orders.count != len(quotes):
+            raise SystemExit(f"expected an order per quote, got {kernel.orders.count} for {len(quotes)}")
         per_order.append(seconds / len(quotes) * 1e6)
     print(f"{len(quotes)} orders, {args.repeats} repeats: median {statistics.median(per_order):.2f} us per quote "
           f"with its order (each: {', '.join(f'{t:.2f}' for t in per_order)})")

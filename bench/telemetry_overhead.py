@@ -58,7 +58,7 @@ async def run(quotes, strategy: str, traces_per_second: float | None) -> tuple[f
         await market(quote)
     if tel is not None:
         tel.shutdown()  # exports what is left: its cost counts
-    return time.process_time() - started, len(kernel.orders.by_id)
+    return time.process_time() - started, kernel.orders.count
 
 
 def commit_hook_ns_per_event(events: int = 1_000_000) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import msgspec
 import pytest
 
 from foxhunt.core.kernel import Kernel, KernelError
@@ -26,6 +27,7 @@ from foxhunt.messages.orders import (
     ReplaceOrder,
     Side,
     SubmitOrder,
+    TimeInForce,
 )
 from foxhunt.messages.system import (
     AdminCommand,
@@ -185,7 +187,8 @@ def test_a_report_the_orders_lifecycle_does_not_allow_is_refused_and_a_refused_f
 
     refusals = {
         "OrderAccepted not allowed for an order in ACCEPTED": accepted,
-        "no such order": OrderCanceled(ts_event=12, ts_init=12, order_id="nope", symbol="EURUSD"),
+        "no such order (or one closed before the kernel's newest closed orders, which it forgot)": OrderCanceled(
+            ts_event=12, ts_init=12, order_id="nope", symbol="EURUSD"),
         "symbol GBPUSD is not the order's EURUSD": OrderCanceled(ts_event=12, ts_init=12, order_id=cmd.order_id,
                                                                  symbol="GBPUSD"),
     }
@@ -204,6 +207,26 @@ def test_a_report_the_orders_lifecycle_does_not_allow_is_refused_and_a_refused_f
     (wrong_side,) = k.handle(7, fill("100000", side=Side.SELL)).derived  # halted already: the refusal only
     assert wrong_side.reason == "fill side SELL is not the order's BUY"
     assert [type(e) for e in k.handle(8, fill("100000")).derived] == [PositionChanged]  # the fill that fits
+
+
+def test_the_kernel_forgets_all_but_its_newest_closed_orders_and_refuses_a_late_report_for_one():
+    k, _ = kernel(lambda q, ctx: ctx.submit(q.symbol, Side.BUY, d("1000"), OrderType.MARKET,
+                                            time_in_force=TimeInForce.IOC) if not ctx.open_orders(q.symbol) else None)
+    k.orders.closed_kept = 3
+    ids, seq = [], 0
+    for i in range(6):
+        seq += 1
+        (cmd,) = k.handle(seq, quote(10 + i, "1.1", "1.1002")).commands
+        ids.append(cmd.order_id)
+        seq += 1
+        k.handle(seq, OrderCanceled(ts_event=10 + i, ts_init=10 + i, order_id=cmd.order_id, symbol="EURUSD"))
+    assert list(k.orders.by_id) == ids[3:] and list(k.orders.closed) == ids[3:] and k.orders.count == 6
+    late = OrderCancelRejected(ts_event=20, ts_init=20, order_id=ids[0], symbol="EURUSD", reason="too late")
+    (refused,) = k.handle(seq + 1, late).derived  # a late answer for a forgotten order: refused, not a crash
+    assert isinstance(refused, OrderReportRefused) and refused.reason.startswith("no such order")
+    assert not k.handle(seq + 2, OrderCancelRejected(**{**msgspec.structs.asdict(late), "order_id": ids[5]})).derived
+    summary = {"orders": k.orders.count, "denied": k.orders.denied}
+    assert summary == {"orders": 6, "denied": 0}
 
 
 def test_reducing_state_allows_only_orders_that_reduce():

@@ -71,8 +71,10 @@ _SEVERITY = {TradingState.ACTIVE: 0, TradingState.REDUCING: 1, TradingState.HALT
 # was journaled count as 1. 2: VenueDisconnected derives OrdersUncertain, cancels are held while a venue
 # is down and asked again when it is back, cancel_on_reconnect is the kernel's; only a cancel's refusal
 # (not a replace's) answers a pending cancel; a report the order's lifecycle does not allow derives
-# OrderReportRefused (and, for a fill, a halt), where the kernel raised before.
-BEHAVIOUR = 2
+# OrderReportRefused (and, for a fill, a halt), where the kernel raised before. 3: the kernel forgets the
+# orders closed before its newest orders.CLOSED_KEPT closed ones, so a report for one is refused as for an
+# unknown order, and an operator's command naming one is refused as naming an unknown order.
+BEHAVIOUR = 3
 
 
 class KernelError(Exception):
@@ -176,7 +178,8 @@ class Kernel:
         orders = [(o.order_id, o.status.value, o.filled_qty, o.quantity, o.price, o.uncertain)
                   for o in self.orders.by_id.values()]
         cancels = sorted(self.cancels_pending)
-        state = [self.state.value, positions, orders, self.portfolio.max_drawdown, cancels]
+        counts = [self.orders.count, self.orders.denied]
+        state = [self.state.value, positions, orders, self.portfolio.max_drawdown, cancels, counts]
         return hashlib.sha256(msgspec.msgpack.encode(state)).hexdigest()[:16]
 
     def set_paused(self, strategy_id: str, paused: bool) -> None:
@@ -435,7 +438,7 @@ class Kernel:
 def _refusal(order: Order | None, report: OrderEvent) -> str:
     """Why the order's lifecycle does not allow this report of the venue's; "" if it does."""
     if order is None:
-        return "no such order"
+        return "no such order (or one closed before the kernel's newest closed orders, which it forgot)"
     if report.symbol != order.symbol:
         return f"symbol {report.symbol} is not the order's {order.symbol}"
     if (order.status, type(report)) not in TRANSITIONS:

@@ -1,11 +1,12 @@
 """The order lifecycle as one transition table, and the kernel's registry of orders.
 
-An event that the table does not allow for the order's status is a bug (ours or the venue adapter's):
-it raises, the process stops, and the journal rebuilds the state on restart (crash-only).
+An event that the table does not allow for the order's status raises: the kernel refuses such a report
+from a venue before it gets here (Kernel._admit, OrderReportRefused), so for anything else it is a bug.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import cast
 
@@ -140,17 +141,29 @@ class Order:
             self.trigger_price = replaced.trigger_price
 
 
-class Orders:
-    """Every order of the run by id, and the open ones in submission order (dicts keep insertion order)."""
+# Closed orders the kernel remembers, the most recently closed: enough for any late report (a fill racing
+# a cancel, a cancel reject) to find its order, while memory stays flat however long the daemon runs. A
+# report for an order forgotten since is refused as for an unknown order (Kernel._admit).
+CLOSED_KEPT = 10_000
 
-    def __init__(self) -> None:
+
+class Orders:
+    """The open orders and the CLOSED_KEPT most recently closed, by id, and the open ones in submission
+    order (dicts keep insertion order)."""
+
+    def __init__(self, closed_kept: int = CLOSED_KEPT) -> None:
         self.by_id: dict[str, Order] = {}
         self.open: dict[str, Order] = {}
+        self.closed: deque[str] = deque()  # ids of the closed orders in by_id, in the order they closed
+        self.closed_kept = closed_kept
+        self.count = 0  # orders ever added
+        self.denied = 0  # of them, denied by the pre-trade check
 
     def add(self, order: Order) -> None:
         if order.order_id in self.by_id:
             raise InvalidTransition(f"duplicate order id {order.order_id}")
         self.by_id[order.order_id] = order
+        self.count += 1
 
     def get(self, order_id: str) -> Order:
         try:
@@ -165,11 +178,21 @@ class Orders:
 
     def apply_to(self, order: Order, event: OrderEvent) -> None:
         """`apply` for an order already in hand (the kernel's order path)."""
+        before = order.status
         order.apply(event)
         if order.status in OPEN_STATUSES:
             self.open[order.order_id] = order
-        else:
+        elif before in OPEN_STATUSES or before is S.INITIALIZED:  # it closed now
             self.open.pop(order.order_id, None)
+            self._closed(order)
+
+    def _closed(self, order: Order) -> None:
+        if order.status is S.DENIED:
+            self.denied += 1
+        closed = self.closed
+        closed.append(order.order_id)
+        if len(closed) > self.closed_kept:
+            del self.by_id[closed.popleft()]
 
     def open_for(self, symbol: str, strategy_id: str | None = None) -> list[Order]:
         return [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.orders import OrderStatus
 from foxhunt.messages.base import format_fixed
 
 
@@ -21,12 +20,11 @@ def money_by_currency(kernel: Kernel) -> dict[str, dict[str, int]]:
 def summarize(kernel: Kernel, *, events: int, seconds: float, **extra: object) -> dict[str, object]:
     positions = kernel.portfolio.positions.values()
     by_currency = money_by_currency(kernel)
-    orders = kernel.orders.by_id.values()
     return {
         **extra,
         "events": events,
-        "orders": len(kernel.orders.by_id),
-        "denied": sum(1 for o in orders if o.status is OrderStatus.DENIED),
+        "orders": kernel.orders.count,
+        "denied": kernel.orders.denied,
         "fills": sum(p.fills for p in positions),
         "positions": {p.symbol: format_fixed(p.quantity) for p in positions},
         "pnl": {
