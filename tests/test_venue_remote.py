@@ -6,7 +6,9 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from foxhunt.adapters import recent
 from foxhunt.adapters.venue_remote import Reports
+from foxhunt.core.orders import CLOSED_KEPT
 from foxhunt.messages.system import VenueConnected
 
 
@@ -52,3 +54,17 @@ async def test_a_bus_that_nobody_reads_any_more_ends_the_venue_with_an_error():
     reports.emit(report(1))  # does not raise in the callback that emits it
     with pytest.raises(anyio.BrokenResourceError), anyio.fail_after(5):
         await reports.pump(bus)
+
+
+def test_an_adapter_remembers_only_recent_ids_and_what_it_keeps_per_order_while_the_kernel_does():
+    seen = recent.RecentSet(kept=3)
+    for member in ["a", "b", "a", "c", "d"]:  # a repeated member is not added again
+        seen.add(member)
+    assert "a" not in seen and all(m in seen for m in "bcd") and len(seen) == 3
+    per_order = {f"o{i}": i for i in range(CLOSED_KEPT + 5)}
+    done = recent.DoneOrders(per_order)
+    for i in range(CLOSED_KEPT + 2):
+        done.add(f"o{i}")
+        done.add(f"o{i}")
+    assert "o0" in done and "o0" not in per_order and "o1" not in per_order and "o2" in per_order
+    assert len(per_order) == CLOSED_KEPT + 3  # the two oldest done ones gone; the working ones all kept

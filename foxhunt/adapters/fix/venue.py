@@ -36,6 +36,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from foxhunt.adapters.fix import parsing
 from foxhunt.adapters.fix.parsing import FixParseError, Working
 from foxhunt.adapters.fix.session import FixEngine, Inbound
+from foxhunt.adapters.recent import DoneOrders, RecentSet
 from foxhunt.adapters.venue_remote import RemoteVenue, Reports
 from foxhunt.core.orders import Order, OrderStatus
 from foxhunt.messages.base import Input
@@ -76,8 +77,8 @@ class FixVenue(RemoteVenue):
         self._reconciling: set[str] | None = None  # orders whose status is awaited before trading resumes
         self.connected = False  # logged on and reconciled: trading
         self._logged_on = False
-        self.closed: set[str] = set()  # orders whose last report has been published
-        self.exec_ids: set[str] = set()  # executions published: a repeated one is not a second fill
+        self.closed = DoneOrders(self.cl_ord_ids)  # orders whose last report has been published
+        self.exec_ids = RecentSet()  # executions published: a repeated one is not a second fill
 
     # --- the venue port ------------------------------------------------------------------------------
 
@@ -280,8 +281,8 @@ class FixVenue(RemoteVenue):
                 if f.get(parsing.EXEC_TYPE) == "I" and parsing.MASS_STATUS_REQ_ID in f:
                     return self._mass_status(order, f, ts, raw)
                 if order is None:
-                    return [self._ignored(ts, f"execution report for an order foxhunt never sent: "
-                                              f"ClOrdID {f.get(parsing.CL_ORD_ID)!r}", raw)]
+                    return [self._ignored(ts, f"execution report for an order foxhunt never sent (or forgot, long"
+                                              f" closed): ClOrdID {f.get(parsing.CL_ORD_ID)!r}", raw)]
                 if f.get(parsing.EXEC_TYPE) == "I":
                     return self._status(order, f, ts)
                 event = parsing.execution_report(f, ts)
@@ -305,7 +306,8 @@ class FixVenue(RemoteVenue):
                 orders = self.orders()
                 event = parsing.cancel_reject(f, ts, lambda oid: o.symbol if (o := orders.get(oid)) else None)
                 if event.order_id not in orders:
-                    return [self._ignored(ts, f"cancel reject for an order foxhunt never sent: {event.order_id}", raw)]
+                    return [self._ignored(ts, f"cancel reject for an order foxhunt never sent (or forgot, long"
+                                              f" closed): {event.order_id}", raw)]
                 return [event]
             case "j":
                 why = f"business reject: {parsing.business_reject_text(f)}"

@@ -27,6 +27,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from ib_async import IB, Contract, Fill, Ticker, Trade
 
 from foxhunt.adapters.ib import parsing
+from foxhunt.adapters.recent import DoneOrders, RecentSet
 from foxhunt.adapters.venue_remote import RemoteVenue, Reports
 from foxhunt.core.orders import Order
 from foxhunt.errors import ConfigError
@@ -71,10 +72,10 @@ class IbVenue(RemoteVenue):
         self.market_data = market_data
         self.backoff_max, self.connect_timeout = backoff_max, connect_timeout
         self.qualified: dict[str, Contract] = {}
-        self.trades: dict[str, Trade] = {}  # foxhunt order id -> ib_async's Trade
-        self.exec_ids: set[str] = set()  # executions recorded: a fill is counted once
-        self.accepted: set[str] = set()
-        self.closed: set[str] = set()  # orders whose last event has been emitted (the kernel may not have it yet)
+        self.trades: dict[str, Trade] = {}  # foxhunt order id -> ib_async's Trade: working ones, recent done ones
+        self.exec_ids = RecentSet()  # executions recorded: a fill is counted once
+        self.accepted = RecentSet()  # orders IB has acknowledged
+        self.closed = DoneOrders(self.trades)  # orders whose last event is emitted (the kernel may not have it yet)
         self.replacing: set[str] = set()  # modifications sent, waiting for IB's openOrder that confirms them
         self.reports = Reports()
         self._lost = asyncio.Event()
@@ -314,7 +315,8 @@ class IbVenue(RemoteVenue):
     def _order_id(self, trade: Trade) -> str | None:
         ref = trade.order.orderRef
         if ref and ref in self.orders():
-            self.trades.setdefault(ref, trade)
+            if ref not in self.closed:
+                self.trades.setdefault(ref, trade)
             return ref
         return None
 
