@@ -64,7 +64,8 @@ def test_kill_minus_nine_at_random_moments_loses_nothing(cli_env, pg_dsn, journa
                 daemon.wait()
                 server_session_gone(pg_dsn, daemon.pid)
         if replayed_digest is not None:
-            assert recovered(log_path).get("state_digest") == replayed_digest, f"cycle {cycle}: restart rebuilt another state"
+            digest = recovered(log_path).get("state_digest")
+            assert digest == replayed_digest, f"cycle {cycle}: restart rebuilt another state"
         if cycle >= 2:
             assert recovered(log_path).get("from_snapshot"), f"cycle {cycle}: the start did not use its snapshot"
         count, last_seq, kinds = journal_facts(pg_dsn, journal_name)

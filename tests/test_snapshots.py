@@ -3,6 +3,7 @@ stopped derived; start-up recovers from the newest usable one and passes over th
 
 from __future__ import annotations
 
+import hashlib
 from contextlib import aclosing
 
 import pytest
@@ -32,7 +33,8 @@ async def records(store, name) -> list:
 
 async def paper_journal(env: dict[str, str], n: int = 3000) -> tuple[MemoryJournalStore, config.TradingConfig, list]:
     store, clock = MemoryJournalStore(), EventClock()
-    summary = await run_paper(store, config.load(None, env=env), RunRequest("j", synthetic(n, clock), clock), FINGERPRINT)
+    cfg = config.load(None, env=env)
+    summary = await run_paper(store, cfg, RunRequest("j", synthetic(n, clock), clock), FINGERPRINT)
     assert summary["orders"] > 20 and summary["fills"] > 10
     return store, await replay.trading_config(store, "j", None, None), await records(store, "j")
 
@@ -103,7 +105,7 @@ async def test_recovery_passes_over_a_snapshot_it_cannot_use_and_says_why():
         good._replace(seq=last - 2, code="someothercode"),
         good._replace(seq=last - 3, kernel="1"),
         good._replace(seq=last - 4, config=other),
-        good._replace(seq=last - 5, state=good.state[:-9], sha256=__import__("hashlib").sha256(good.state[:-9]).hexdigest()),
+        good._replace(seq=last - 5, state=good.state[:-9], sha256=hashlib.sha256(good.state[:-9]).hexdigest()),
     ]
     for snapshot in bad:
         await store.save_snapshot("j", snapshot, keep=10)

@@ -58,7 +58,8 @@ _SOURCES = ("core", "messages", "config.py")
 def code_digest() -> str:
     """What a pickled kernel depends on: the sources of every class it holds, whether they run compiled,
     and the libraries whose objects it holds."""
-    h = hashlib.sha256(f"format {FORMAT} python {sys.version} numpy {numpy.__version__} msgspec {msgspec.__version__}".encode())
+    versions = f"format {FORMAT} python {sys.version} numpy {numpy.__version__} msgspec {msgspec.__version__}"
+    h = hashlib.sha256(versions.encode())
     for top in _SOURCES:
         root = _PACKAGE / top
         for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
