@@ -86,7 +86,8 @@ async def test_start_up_saves_a_snapshot_and_the_next_one_recovers_from_it():
     runs = [r.seq for r in await records(store, "j") if type(r.message).__name__ == "RunStarted"]
     assert [s.seq for s in kept] == [runs[2] - 1, runs[1] - 1]
     trading = await replay.trading_config(store, "j", None, None)
-    await replay.verify(store, "j", trading)  # the third run, recovered from a snapshot, verifies from seq 1
+    verified = await replay.verify(store, "j", trading)  # the third run, recovered from a snapshot, verifies
+    assert verified["snapshots_checked"] == 2  # and replay's kernel had each snapshot's state at its seq
     last = (await store.info("j")).last_seq
     fast = await replay.recover(store, "j", trading, last)
     full = await replay.recover(store, "j", trading, last, use_snapshots=False)
@@ -119,3 +120,17 @@ async def test_recovery_passes_over_a_snapshot_it_cannot_use_and_says_why():
     assert [s.seq for s in await store.snapshots("j")] == [last, last - 1, last - 2]
     recovery = await replay.recover(store, "j", trading, last)
     assert recovery.snapshot == good and recovery.inputs == 0 and recovery.skipped == []
+
+
+async def test_verify_refuses_a_snapshot_of_a_state_the_journal_does_not_lead_to():
+    store, trading, journal = await paper_journal(RISKY, n=1500)
+    inputs = [r.seq for r in journal if r.causation is None]
+    cut = inputs[len(inputs) // 2] - 1
+    honest = snapshots.take(restored_at(trading, journal, cut), cut, 1, trading)
+    await store.save_snapshot("j", honest, keep=3)
+    assert (await replay.verify(store, "j", trading))["snapshots_checked"] == 1
+    await store.save_snapshot("j", honest._replace(state_digest="0" * 16), keep=3)
+    with pytest.raises(VerificationFailed, match=f"snapshot at seq {cut} records state 0000000000000000"):
+        await replay.verify(store, "j", trading)
+    recovery = await replay.recover(store, "j", trading, journal[-1].seq)  # and start-up passes over it
+    assert recovery.snapshot is None and "restores another state than it recorded" in recovery.skipped[0]

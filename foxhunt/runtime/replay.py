@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 
@@ -77,25 +78,32 @@ def _show(seq: int | str, message: object) -> str:
 
 
 class Verifier:
-    """Compares, record by record, what a fresh kernel derives with what the journal recorded."""
+    """Compares, record by record, what a fresh kernel derives with what the journal recorded, and the
+    state of the kernel where the journal has a snapshot with the snapshot's (`snapshots`, oldest first)."""
 
-    def __init__(self, name: str, kernel: Kernel) -> None:
+    def __init__(self, name: str, kernel: Kernel, snapshots: Sequence[Snapshot] = ()) -> None:
         self.name = name
         self.kernel = kernel
         self.events = self.inputs = 0
         self.expected: deque[bytes] = deque()
         self.cause: Record | None = None
+        self.snapshots = deque(sorted(snapshots))
+        self.snapshots_checked = 0
 
     def feed(self, page: list[Record]) -> None:
         """One page of records, in order. The loop keeps its state in locals (it runs for every record
         of the journal) and writes it back once per page."""
         handle, encode, expected, cause = self.kernel.handle, codec.encode, self.expected, self.cause
+        check_before = self.snapshots[0].seq + 1 if self.snapshots else None
         inputs = 0
         try:
             for record in page:
                 if record.causation is None:
                     if expected:
                         raise self._diverged(None, f"replay derived more events before input seq {record.seq}")
+                    if check_before is not None and record.seq >= check_before:
+                        self._check_snapshots(record.seq)
+                        check_before = self.snapshots[0].seq + 1 if self.snapshots else None
                     self.cause = cause = record
                     inputs += 1
                     step = handle(record.seq, record.message)
@@ -118,6 +126,20 @@ class Verifier:
     def finish(self) -> None:
         if self.expected:
             raise self._diverged(None, "replay derived more events at the end of the journal")
+        self._check_snapshots(None)
+
+    def _check_snapshots(self, before_seq: int | None) -> None:
+        """The snapshots of the state after the inputs before `before_seq` (None: all of the journal)."""
+        while self.snapshots and (before_seq is None or self.snapshots[0].seq < before_seq):
+            snapshot = self.snapshots.popleft()
+            digest = self.kernel.state_digest()
+            if digest != snapshot.state_digest:
+                raise VerificationFailed(
+                    f"replay of journal {self.name!r}: its snapshot at seq {snapshot.seq} records state"
+                    f" {snapshot.state_digest}, but replay's kernel there is in state {digest}: start-up would"
+                    " restore a state the journal does not lead to, so delete that snapshot"
+                )
+            self.snapshots_checked += 1
 
     def _diverged(self, recorded: Record | None, what: str) -> VerificationFailed:
         lines = [f"replay of journal {self.name!r} diverged: {what}"]
@@ -142,7 +164,8 @@ class Verifier:
 
 async def verify(store: JournalStore, name: str, trading: TradingConfig) -> dict[str, object]:
     await refuse_if_ingested(store, name, "verify")
-    verifier = Verifier(name, build_kernel(trading))
+    kept = [snapshot for snapshot in await store.snapshots(name) if snapshots.unusable(snapshot, trading) is None]
+    verifier = Verifier(name, build_kernel(trading), kept)
     started = time.perf_counter()
     async with aclosing(store.read(name, decode_derived=False)) as pages:
         async for page in pages:
@@ -151,6 +174,7 @@ async def verify(store: JournalStore, name: str, trading: TradingConfig) -> dict
     return summarize(
         verifier.kernel, events=verifier.events, seconds=time.perf_counter() - started, journal=name,
         mode="verify", inputs=verifier.inputs, verified=verifier.events - verifier.inputs,
+        snapshots_checked=verifier.snapshots_checked,
     )
 
 
