@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from foxhunt.core.orders import CLOSED_KEPT
@@ -15,10 +15,12 @@ KEPT = 100_000
 
 class RecentSet:
     """The `kept` members added last (executions already published, orders already done): a repeated
-    report arrives soon after the first, and a daemon that runs for months must not remember every id."""
+    report arrives soon after the first, and a daemon that runs for months must not remember every id.
+    `forget` is called with each member that goes."""
 
-    def __init__(self, kept: int = KEPT) -> None:
+    def __init__(self, kept: int = KEPT, forget: Callable[[Any], object] | None = None) -> None:
         self.kept = kept
+        self.forget = forget
         self._members: set[Hashable] = set()
         self._order: deque[Hashable] = deque()
 
@@ -28,7 +30,10 @@ class RecentSet:
         self._members.add(member)
         self._order.append(member)
         if len(self._order) > self.kept:
-            self._members.discard(self._order.popleft())
+            gone = self._order.popleft()
+            self._members.discard(gone)
+            if self.forget is not None:
+                self.forget(gone)
 
     def __contains__(self, member: object) -> bool:
         return member in self._members
@@ -44,16 +49,11 @@ class DoneOrders:
 
     def __init__(self, per_order: dict[str, Any]) -> None:
         self.ids = RecentSet()
-        self._per_order = per_order
-        self._done: deque[str] = deque()
+        self._kept = RecentSet(CLOSED_KEPT, forget=lambda order_id: per_order.pop(order_id, None))
 
     def add(self, order_id: str) -> None:
-        if order_id in self.ids:
-            return
         self.ids.add(order_id)
-        self._done.append(order_id)
-        if len(self._done) > CLOSED_KEPT:
-            self._per_order.pop(self._done.popleft(), None)
+        self._kept.add(order_id)
 
     def __contains__(self, order_id: object) -> bool:
         return order_id in self.ids
