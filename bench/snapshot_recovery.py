@@ -20,8 +20,8 @@ import time
 import anyio
 
 from foxhunt import compiled, config
-from foxhunt.adapters.journal_memory import MemoryJournalStore
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
+from foxhunt.adapters.journal_memory import MemoryJournalStore
 from foxhunt.messages.base import parse_fixed
 from foxhunt.runtime import replay, snapshots
 from foxhunt.runtime.clock import EventClock

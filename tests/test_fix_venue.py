@@ -509,8 +509,8 @@ async def test_malformed_and_unexpected_messages_from_the_counterparty_do_not_cr
         await h.until(lambda: any(isinstance(e, VenueMessageIgnored) for e in h.events))
         await anyio.sleep(0.5)
     ignored = [e for e in h.events if isinstance(e, VenueMessageIgnored)]
-    assert [e.reason for e in ignored] == ["execution report for an order foxhunt never sent (or forgot, long closed):"
-                                          " ClOrdID 'ghost-1'"]
+    assert [e.reason for e in ignored] == [
+        "execution report for an order foxhunt never sent (or forgot, long closed): ClOrdID 'ghost-1'"]
     assert b"\x0135=3\x01" in counterparty.received  # the session-level reject of the message lacking tag 150
     assert b"\x01373=1\x01" in counterparty.received or b"\x01371=150\x01" in counterparty.received
 

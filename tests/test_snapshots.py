@@ -52,7 +52,7 @@ def restored_at(trading, journal: list, cut: int):
 
 @pytest.mark.parametrize("strategy", ["ema_cross", "zscore"])
 async def test_a_restored_kernel_derives_byte_for_byte_what_the_uninterrupted_one_derived(strategy):
-    store, trading, journal = await paper_journal({**RISKY, "FOXHUNT_STRATEGY__NAME": strategy})
+    _, trading, journal = await paper_journal({**RISKY, "FOXHUNT_STRATEGY__NAME": strategy})
     inputs = [r.seq for r in journal if r.causation is None]
     for k in (1, len(inputs) // 5, len(inputs) // 2, len(inputs) - 3):  # cut just before input k
         cut = inputs[k] - 1
@@ -65,7 +65,7 @@ async def test_a_restored_kernel_derives_byte_for_byte_what_the_uninterrupted_on
 
 
 async def test_a_restored_kernel_that_lost_part_of_its_state_is_caught_by_the_same_check():
-    store, trading, journal = await paper_journal(RISKY)
+    _, trading, journal = await paper_journal(RISKY)
     inputs = [r.seq for r in journal if r.causation is None]
     cut = inputs[len(inputs) // 2] - 1
     kernel = restored_at(trading, journal, cut)
