@@ -43,7 +43,7 @@ class JournalConfig(_Section, frozen=True, kw_only=True):
     write_timeout: float = 30.0
     reconnect_backoff_max: float = 5.0
     partition_span: int = 50_000_000  # events per partition range; a journal keeps the span it was created with
-    snapshot_after: int = 100_000  # a start-up that fed this many inputs saves a kernel snapshot; 0: never
+    snapshot_after: int = 100_000  # inputs since the last kernel snapshot for a start or stop to save one; 0: never
 
     def __post_init__(self) -> None:
         if self.partition_span < 1:

@@ -76,23 +76,28 @@ async def test_a_restored_kernel_that_lost_part_of_its_state_is_caught_by_the_sa
         verifier.finish()
 
 
-async def test_start_up_saves_a_snapshot_and_the_next_one_recovers_from_it():
+async def test_a_stop_saves_a_snapshot_and_the_next_start_recovers_from_it_feeding_nothing():
     store, clock = MemoryJournalStore(), EventClock()
     cfg = config.load(None, env={**RISKY, "FOXHUNT_JOURNAL__SNAPSHOT_AFTER": "1"})
     for seed in (5, 6, 7):
         await run_paper(store, cfg, RunRequest("j", synthetic(1500, clock, seed=seed), clock), FINGERPRINT)
     kept = await store.snapshots("j")
-    assert len(kept) == 2  # saved by the second and the third start, after their recovery
     runs = [r.seq for r in await records(store, "j") if type(r.message).__name__ == "RunStarted"]
-    assert [s.seq for s in kept] == [runs[2] - 1, runs[1] - 1]
-    trading = await replay.trading_config(store, "j", None, None)
-    verified = await replay.verify(store, "j", trading)  # the third run, recovered from a snapshot, verifies
-    assert verified["snapshots_checked"] == 2  # and replay's kernel had each snapshot's state at its seq
     last = (await store.info("j")).last_seq
+    assert [s.seq for s in kept] == [last, runs[2] - 1, runs[1] - 1]  # each at the end of a run
+    trading = await replay.trading_config(store, "j", None, None)
+    verified = await replay.verify(store, "j", trading)  # the runs recovered from snapshots verify from seq 1
+    assert verified["snapshots_checked"] == 3  # and replay's kernel had each snapshot's state at its seq
     fast = await replay.recover(store, "j", trading, last)
     full = await replay.recover(store, "j", trading, last, use_snapshots=False)
-    assert fast.snapshot == kept[0] and fast.inputs < full.inputs and fast.total_inputs == full.inputs
+    assert fast.snapshot == kept[0] and fast.inputs == 0 and fast.total_inputs == full.inputs
     assert fast.kernel.state_digest() == full.kernel.state_digest()
+    # below [journal] snapshot_after (100,000 by default), neither a start nor a stop takes one
+    quiet = MemoryJournalStore()
+    for seed in (5, 6):
+        await run_paper(quiet, config.load(None, env=RISKY), RunRequest("j", synthetic(500, clock, seed=seed), clock),
+                        FINGERPRINT)
+    assert await quiet.snapshots("j") == []
 
 
 async def test_recovery_passes_over_a_snapshot_it_cannot_use_and_says_why():

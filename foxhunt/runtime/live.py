@@ -7,9 +7,10 @@ the next start.
 
 Starting is always a recovery: if the journal already holds events, the kernel is restored from its
 newest usable snapshot and the inputs after it are fed through it (all inputs, through a fresh kernel,
-when there is none: runtime/replay.py, recover), so it continues from the state the journal describes. The simulated venue keeps nothing
-across processes, so orders the recovered kernel still believes working are recorded as canceled by the
-venue, with the reason, before trading starts.
+when there is none: runtime/replay.py, recover), so it continues from the state the journal describes.
+The simulated venue keeps nothing across processes, so orders the recovered kernel still believes
+working are recorded as canceled by the venue, with the reason, before trading starts. A start that fed
+many inputs, and a stop after many, save a snapshot ([journal] snapshot_after).
 
 The run ends at the end of the feed, at `max_events` feed inputs, after `duration` seconds, or on
 SIGINT/SIGTERM. A stop request interrupts only waiting, never the handling of an input, so an order is
@@ -176,8 +177,10 @@ async def run_paper(
         built_with = await journal_config(store, req.journal, trading) if journal.last_seq else trading
         recovery = await recover(store, req.journal, built_with, journal.last_seq)
         kernel = recovery.kernel
-        if recovery.inputs >= cfg.journal.snapshot_after > 0:  # the next start feeds only the inputs after it
+        unsnapshotted = recovery.inputs  # inputs the kernel took since the snapshot it started from
+        if unsnapshotted >= cfg.journal.snapshot_after > 0:  # the next start feeds only the inputs after it
             await save_snapshot(store, req.journal, kernel, journal.last_seq, recovery.total_inputs, built_with)
+            unsnapshotted = 0
         venue = ops.venue(kernel, built_with, req.clock)
         if cfg.run.wire_log:
             venue = resources.enter_context(WireLoggedVenue(venue, Path(cfg.run.wire_log)))
@@ -193,6 +196,10 @@ async def run_paper(
         await _trade(loop, req, control, console, ops, cfg.run.on_stop)
     reason = control.reason or "feed ended"
     log.info("run_stopped", journal=req.journal, reason=reason, last_seq=journal.last_seq)
+    # everything is committed now: a stop on purpose leaves a snapshot, so the next start feeds nothing
+    if unsnapshotted + loop.inputs >= cfg.journal.snapshot_after > 0:
+        await save_snapshot(store, req.journal, kernel, journal.last_seq, recovery.total_inputs + loop.inputs,
+                            built_with)
     if control.feed_error is not None:
         raise control.feed_error
     return summarize(
