@@ -18,7 +18,7 @@ from foxhunt.core.risk import RiskLimits
 from foxhunt.errors import ConfigError, JournalArchived
 from foxhunt.messages.system import ConfigReloaded
 from foxhunt.ports import JournalStore
-from foxhunt.runtime.replay import refuse_if_ingested, trading_config
+from foxhunt.runtime.replay import refuse_if_ingested
 
 
 def risk_reload(
@@ -36,8 +36,7 @@ async def kernel_config(store: JournalStore, name: str) -> TradingConfig:
     """The configuration the journal's kernel is built with: its first run's. A journal whose first events
     are archived has it from its snapshots, which keep it."""
     try:
-        await refuse_if_ingested(store, name, "trade on")
-        return await trading_config(store, name, None, None)
+        return config.trading_from_json((await refuse_if_ingested(store, name, "trade on")).config)
     except JournalArchived:
         kept = await store.snapshots(name)
         if not kept:

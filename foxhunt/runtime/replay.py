@@ -65,12 +65,15 @@ async def trading_config(store: JournalStore, name: str, sets: list[str] | None,
     return trading_from_json(started.config, sets)
 
 
-async def refuse_if_ingested(store: JournalStore, name: str, doing: str) -> None:
-    if (await recorded_config(store, name)).recorded_by == "ingest":
+async def refuse_if_ingested(store: JournalStore, name: str, doing: str) -> RunStarted:
+    """The journal's first record, unless it holds ingested market data only."""
+    started = await recorded_config(store, name)
+    if started.recorded_by == "ingest":
         raise JournalMismatch(
             f"journal {name!r} holds ingested market data that was never traded: nothing to {doing};"
             f" backtest it with `foxhunt replay {name}`"
         )
+    return started
 
 
 def _show(seq: int | str, message: object) -> str:
