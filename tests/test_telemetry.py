@@ -11,7 +11,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from foxhunt import config
 from foxhunt.adapters.journal_memory import MemoryJournalStore
-from foxhunt.messages.orders import OrderFilled, OrderReportRefused, Side
+from foxhunt.messages.orders import DuplicateFillIgnored, OrderFilled, OrderReportRefused, Side
+from foxhunt.messages.system import VenueMessageRejected
 from foxhunt.observability import telemetry
 from foxhunt.observability.telemetry import Telemetry
 from foxhunt.runtime.clock import WallClock
@@ -75,6 +76,20 @@ def test_venue_reports_the_kernel_refused_are_counted_by_kind():
     points = metric_points(reader)
     assert {p.attributes["report"]: p.value for p in points["foxhunt.venue.reports_refused"]} == {
         "OrderAccepted": 2, "OrderFilled": 1}
+    tel.shutdown()
+
+
+def test_duplicate_fills_and_rejected_venue_messages_are_counted():
+    reader = InMemoryMetricReader()
+    tel = Telemetry(Resource.create({"service.name": "foxhunt-test"}), InMemorySpanExporter(), reader)
+    fill = OrderFilled(ts_event=1, ts_init=1, order_id="o", symbol="EURUSD", side=Side.BUY, trade_id="E1",
+                       last_qty=1, last_price=1, leaves_qty=0)
+    tel.on_step(fill, [DuplicateFillIgnored(ts_event=1, ts_init=1, order_id="o", symbol="EURUSD", trade_id="E1",
+                                            reason="execution E1 is booked already")])
+    tel.on_step(VenueMessageRejected(ts_event=1, ts_init=1, venue="FIX", msg_type="8", reason="r", raw="35=8|"), [])
+    points = metric_points(reader)
+    assert [p.value for p in points["foxhunt.venue.fills_duplicate"]] == [1]
+    assert {p.attributes["msg_type"]: p.value for p in points["foxhunt.venue.messages_rejected"]} == {"8": 1}
     tel.shutdown()
 
 

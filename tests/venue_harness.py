@@ -1,6 +1,7 @@
 """What the tests of a real venue (FIX, Interactive Brokers) share: the venue running and publishing on a
 bus (a bounded memory stream, as the daemon's), an order book kept by the real order state machine
-(core/orders.py) as the kernel would keep it, and every input the venue published."""
+(core/orders.py) as the kernel keeps it (a fill booked once, a report the lifecycle does not allow
+refused), and every input the venue published."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from foxhunt.core.orders import Order, Orders
+from foxhunt.core.orders import Order, Orders, booked, duplicate, refusal
 from foxhunt.messages.base import Input
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.orders import (
@@ -41,12 +42,25 @@ class VenueHarness:
     def __init__(self) -> None:
         self.book = Orders()
         self.events: list[Input] = []
+        self.duplicates: list[Input] = []  # fills the book had booked already (the kernel's DuplicateFillIgnored)
+        self.refused: list[Input] = []  # reports the lifecycle does not allow (the kernel's OrderReportRefused)
         self.seq = 0
 
     def record(self, msg: Input) -> None:
+        """The venue's input, as the kernel admits it (Kernel._on_fill, _on_report)."""
         self.events.append(msg)
-        if isinstance(msg, ORDER_EVENTS):
-            self.book.apply(msg.order_id, msg)
+        if not isinstance(msg, ORDER_EVENTS):
+            return
+        order = self.book.by_id.get(msg.order_id)
+        if isinstance(msg, (OrderFilled, OrderPartiallyFilled)) and order is not None:
+            if duplicate(order, msg):
+                self.duplicates.append(msg)
+                return
+            msg = booked(order, msg)
+        if refusal(order, msg):
+            self.refused.append(msg)
+            return
+        self.book.apply_to(order, msg)
 
     async def consume(self, bus: MemoryObjectReceiveStream[Input]) -> None:
         async for msg in bus:

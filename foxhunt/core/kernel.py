@@ -14,16 +14,17 @@ from typing import Any, cast
 import msgspec
 
 from foxhunt.core.operator import Operator
-from foxhunt.core.orders import TRANSITIONS, Order, Orders
+from foxhunt.core.orders import Order, Orders, booked, duplicate, refusal
 from foxhunt.core.portfolio import Portfolio
 from foxhunt.core.risk import PreTradeRisk
 from foxhunt.core.safeguards import Safeguards
 from foxhunt.core.step import Step
 from foxhunt.core.strategy import Strategy, StrategyContext
-from foxhunt.messages.base import Derived, Input, format_fixed
+from foxhunt.messages.base import Derived, Input
 from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import (
     CancelOrder,
+    DuplicateFillIgnored,
     OrderAccepted,
     OrderCanceled,
     OrderCancelRejected,
@@ -56,6 +57,7 @@ from foxhunt.messages.system import (
     VenueConnected,
     VenueDisconnected,
     VenueMessageIgnored,
+    VenueMessageRejected,
     VenueSessionEvent,
 )
 
@@ -73,8 +75,11 @@ _SEVERITY = {TradingState.ACTIVE: 0, TradingState.REDUCING: 1, TradingState.HALT
 # (not a replace's) answers a pending cancel; a report the order's lifecycle does not allow derives
 # OrderReportRefused (and, for a fill, a halt), where the kernel raised before. 3: the kernel forgets the
 # orders closed before its newest orders.CLOSED_KEPT closed ones, so a report for one is refused as for an
-# unknown order, and an operator's command naming one is refused as naming an unknown order.
-BEHAVIOUR = 3
+# unknown order, and an operator's command naming one is refused as naming an unknown order. 4: a fill is
+# booked once, by the execution ids each order has applied (DuplicateFillIgnored), and one without an
+# execution id by the venue's cumulative quantity; an order's status after a fill follows its quantities
+# (reports out of order); a VenueMessageRejected tightens trading as the venue's policy asks.
+BEHAVIOUR = 4
 
 
 class KernelError(Exception):
@@ -145,6 +150,7 @@ class Kernel:
             FeedGap: _ignore,
             VenueSessionEvent: _ignore,
             VenueMessageIgnored: _ignore,
+            VenueMessageRejected: self._on_venue_message_rejected,
         }
 
     # --- the one entry point ---------------------------------------------------------------------
@@ -251,30 +257,41 @@ class Kernel:
         for strategy, ctx in self._by_strategy.get(order.strategy_id, ()):
             strategy.on_order_event(event, order, ctx)
 
-    def _admit(self, report: OrderEvent) -> Order | None:
-        """The order of a venue's report, if its lifecycle allows the report; else None, and the report is
-        recorded as refused. A refused fill also halts trading (the kill switch): money moved at the venue
-        that the positions cannot show."""
-        order = self.orders.by_id.get(report.order_id)
-        reason = _refusal(order, report)
+    def _admit(self, report: OrderEvent, order: Order | None) -> bool:
+        """Whether the order's lifecycle allows this report of the venue's; if not, the report is recorded as
+        refused. A refused fill also halts trading (the kill switch): money moved at the venue that the
+        positions cannot show."""
+        reason = refusal(order, report)
         if not reason:
-            return order
+            return True
         self.emit(OrderReportRefused(ts_event=report.ts_event, ts_init=report.ts_init, order_id=report.order_id,
                                      symbol=report.symbol, report=type(report).__name__, reason=reason))
         if type(report) is OrderFilled or type(report) is OrderPartiallyFilled:
             fill = cast(OrderFilled, report)
             self.tighten(TradingState.HALTED, fill, f"fill {fill.trade_id} of order {fill.order_id} refused: {reason}")
-        return None
+        return False
 
     def _on_report(self, report: OrderEvent) -> None:
         """A venue's report of one of our orders, other than a fill."""
-        order = self._admit(report)
-        if order is not None:
-            self._on_order_event(report, order)
+        order = self.orders.by_id.get(report.order_id)
+        if self._admit(report, order):
+            self._on_order_event(report, cast(Order, order))
 
-    def _on_fill(self, fill: OrderPartiallyFilled | OrderFilled) -> None:
-        order = self._admit(fill)
-        if order is None:
+    def _on_fill(self, report: OrderPartiallyFilled | OrderFilled) -> None:
+        """A venue's fill, booked once: a fill the order has booked already (a repeat, a resend after a
+        restart) is recorded as a duplicate and changes nothing. The kernel's own state says so, rebuilt from
+        the journal, whatever the venue adapter remembers (core/orders.py, `duplicate`)."""
+        order = self.orders.by_id.get(report.order_id)
+        fill = report
+        if order is not None:
+            why = duplicate(order, report)
+            if why:
+                self.emit(DuplicateFillIgnored(ts_event=report.ts_event, ts_init=report.ts_init,
+                                               order_id=report.order_id, symbol=report.symbol,
+                                               trade_id=report.trade_id, reason=why))
+                return
+            fill = booked(order, report)
+        if not self._admit(fill, order):
             return
         inst = self.instruments[fill.symbol]
         pos = self.portfolio.open_position(fill.symbol, inst.currency, inst.multiplier)
@@ -292,7 +309,7 @@ class Kernel:
                 cash=pos.cash,
             )
         )
-        self._on_order_event(fill, order)
+        self._on_order_event(fill, cast(Order, order))
         self.safeguards.on_fill(fill)
 
     def tighten(self, state: TradingState, msg: Input, cause: str) -> None:
@@ -303,6 +320,12 @@ class Kernel:
             if state is TradingState.HALTED:
                 for order in list(self.orders.open.values()):
                     self.request_cancel(order, msg, f"kill switch: {cause}")
+
+    def _on_venue_message_rejected(self, msg: VenueMessageRejected) -> None:
+        """A venue's message that could not be used: where it was an execution report, trading tightens as
+        the venue's policy asks (an execution may have vanished; an operator must reconcile)."""
+        if msg.tighten is not None:
+            self.tighten(msg.tighten, msg, f"venue {msg.venue}: {msg.msg_type} message unusable: {msg.reason}")
 
     def _on_venue_disconnected(self, msg: VenueDisconnected) -> None:
         """Nothing new goes to a venue that is down, and what it has working becomes uncertain (the kernel
@@ -433,24 +456,6 @@ class Kernel:
             )
         )
         self.state = state
-
-
-def _refusal(order: Order | None, report: OrderEvent) -> str:
-    """Why the order's lifecycle does not allow this report of the venue's; "" if it does."""
-    if order is None:
-        return "no such order (or one closed before the kernel's newest closed orders, which it forgot)"
-    if report.symbol != order.symbol:
-        return f"symbol {report.symbol} is not the order's {order.symbol}"
-    if (order.status, type(report)) not in TRANSITIONS:
-        return f"{type(report).__name__} not allowed for an order in {order.status.value}"
-    if type(report) is OrderFilled or type(report) is OrderPartiallyFilled:
-        fill = cast(OrderFilled, report)
-        if fill.side is not order.side:
-            return f"fill side {fill.side.value} is not the order's {order.side.value}"
-        if order.filled_qty + fill.last_qty > order.quantity:
-            return (f"fill of {format_fixed(fill.last_qty)} beyond the order's {format_fixed(order.quantity)}"
-                    f" ({format_fixed(order.filled_qty)} filled)")
-    return ""
 
 
 def _ignore(msg: Input) -> None:

@@ -1,17 +1,24 @@
-"""The order lifecycle as one transition table, and the kernel's registry of orders.
+"""The order lifecycle as one transition table, the rules a venue's report must meet, and the kernel's
+registry of orders.
 
 An event that the table does not allow for the order's status raises: the kernel refuses such a report
-from a venue before it gets here (Kernel._admit, OrderReportRefused), so for anything else it is a bug.
+from a venue before it gets here (`refusal`, recorded as OrderReportRefused), so for anything else it is a
+bug. A fill is booked once: the order keeps the execution ids it has applied and the cumulative quantity a
+reconciliation booked (`duplicate`), so a venue's resend after a restart finds them in the journal's
+state, not in an adapter's memory.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
-from foxhunt.messages.base import Enum
+import msgspec
+
+from foxhunt.messages.base import Enum, format_fixed
 from foxhunt.messages.orders import (
+    Fill,
     OrderAccepted,
     OrderCanceled,
     OrderCancelRejected,
@@ -110,6 +117,12 @@ class Order:
     filled_qty: int = 0
     venue_order_id: str = ""
     uncertain: bool = False  # working when its venue went down, not reconciled since (OrdersUncertain)
+    # the fills applied that had an execution id: id -> (the venue's CumQty after it, or None where the
+    # report did not say; its quantity)
+    executions: dict[str, tuple[int | None, int]] = field(default_factory=dict)
+    # the venue's CumQty up to which fills without an execution id (a reconciliation's) have booked the
+    # order: every execution at or below it is in what is booked
+    covered_qty: int = 0
 
     @classmethod
     def from_command(cls, cmd: SubmitOrder) -> Order:
@@ -129,9 +142,21 @@ class Order:
         kind = type(event)  # messages are final classes: exact types, as the transition table has them
         self.status = TRANSITIONS.get((self.status, kind)) or next_status(self.status, event)  # which raises
         if kind is OrderFilled or kind is OrderPartiallyFilled:
-            self.filled_qty += cast(OrderFilled, event).last_qty
+            fill = cast(OrderFilled, event)
+            self.filled_qty += fill.last_qty
             if self.filled_qty > self.quantity:
                 raise InvalidTransition(f"order {self.order_id} overfilled: {self.filled_qty} > {self.quantity}")
+            if fill.trade_id:
+                self.executions[fill.trade_id] = (fill.cum_qty, fill.last_qty)
+            elif fill.cum_qty is not None:
+                self.covered_qty = max(self.covered_qty, fill.cum_qty)
+            # Reports may arrive out of order (a resend, a reconciliation racing a live report): the
+            # quantities, not the report's kind, say whether anything is left. An order is filled once all
+            # of it is, and still partly filled while the venue's CumQty says executions are yet to come.
+            if self.filled_qty == self.quantity:
+                self.status = S.FILLED
+            elif fill.cum_qty is not None and fill.cum_qty > self.filled_qty:
+                self.status = S.PARTIALLY_FILLED
         elif kind is OrderAccepted:
             self.venue_order_id = cast(OrderAccepted, event).venue_order_id
         elif kind is OrderReplaced:
@@ -139,6 +164,62 @@ class Order:
             self.quantity = replaced.quantity
             self.price = replaced.price
             self.trigger_price = replaced.trigger_price
+
+
+def duplicate(order: Order, fill: Fill) -> str:
+    """Why the order has booked this fill already ("" if it has not).
+
+    A venue's executions divide the order's quantity among them: each covers the quantity from its CumQty
+    less its LastQty up to its CumQty. An execution is booked once, by its id; one at or below the CumQty
+    a reconciliation booked through is in what that booked. A fill without an execution id (from an order
+    status: the venue's CumQty, nothing more) books what of the quantity up to its CumQty no fill covers
+    yet, so reports that arrive in any order, repeated or resent, add up to the venue's CumQty."""
+    if fill.trade_id:
+        if fill.trade_id in order.executions:
+            return f"execution {fill.trade_id} is booked already"
+        if fill.cum_qty is not None and fill.cum_qty <= order.covered_qty:
+            return (f"execution {fill.trade_id} (CumQty {format_fixed(fill.cum_qty)}) is within the CumQty "
+                    f"{format_fixed(order.covered_qty)} a reconciliation booked")
+        return ""
+    if fill.cum_qty is not None and _uncovered(order, fill.cum_qty) <= 0:
+        return f"CumQty {format_fixed(fill.cum_qty)} is booked already"
+    return ""
+
+
+def booked(order: Order, fill: Fill) -> Fill:
+    """The fill as the order books it: one without an execution id books what of the quantity up to its
+    CumQty no fill covers yet, whatever its reporter counted on (reports on their way to the kernel when it
+    asked the venue may have booked some of it since)."""
+    if fill.trade_id or fill.cum_qty is None:
+        return fill
+    new = _uncovered(order, fill.cum_qty)
+    return fill if new == fill.last_qty else msgspec.structs.replace(fill, last_qty=new)
+
+
+def _uncovered(order: Order, cum_qty: int) -> int:
+    """How much of the order's quantity up to `cum_qty` no booked fill covers. An execution whose CumQty
+    was not reported counts as below it."""
+    covered = order.covered_qty
+    within = sum(qty for cum, qty in order.executions.values() if cum is None or covered < cum <= cum_qty)
+    return cum_qty - covered - within
+
+
+def refusal(order: Order | None, report: OrderEvent) -> str:
+    """Why the order's lifecycle does not allow this report of the venue's; "" if it does."""
+    if order is None:
+        return "no such order (or one closed before the kernel's newest closed orders, which it forgot)"
+    if report.symbol != order.symbol:
+        return f"symbol {report.symbol} is not the order's {order.symbol}"
+    if (order.status, type(report)) not in TRANSITIONS:
+        return f"{type(report).__name__} not allowed for an order in {order.status.value}"
+    if type(report) is OrderFilled or type(report) is OrderPartiallyFilled:
+        fill = cast(OrderFilled, report)
+        if fill.side is not order.side:
+            return f"fill side {fill.side.value} is not the order's {order.side.value}"
+        if order.filled_qty + fill.last_qty > order.quantity:
+            return (f"fill of {format_fixed(fill.last_qty)} beyond the order's {format_fixed(order.quantity)}"
+                    f" ({format_fixed(order.filled_qty)} filled)")
+    return ""
 
 
 # Closed orders the kernel remembers, the most recently closed: enough for any late report (a fill racing

@@ -10,6 +10,7 @@ from foxhunt.messages.base import Derived, Input, Message
 from foxhunt.messages.market import Bar, QuoteTick, TradeTick
 from foxhunt.messages.orders import (
     CancelOrder,
+    DuplicateFillIgnored,
     OrderAccepted,
     OrderCanceled,
     OrderCancelRejected,
@@ -44,6 +45,7 @@ from foxhunt.messages.system import (
     VenueConnected,
     VenueDisconnected,
     VenueMessageIgnored,
+    VenueMessageRejected,
     VenueSessionEvent,
 )
 
@@ -85,6 +87,8 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     StrategyStateChanged,
     VenueSessionEvent,
     VenueMessageIgnored,
+    DuplicateFillIgnored,
+    VenueMessageRejected,
 )
 AnyMessage = Union[MESSAGE_TYPES]  # noqa: UP007 - a runtime union of the tuple above
 INPUT_KINDS = frozenset(t.__name__ for t in MESSAGE_TYPES if issubclass(t, Input))

@@ -100,6 +100,18 @@ class OrderReportRefused(Derived, frozen=True, kw_only=True):
     reason: str
 
 
+class DuplicateFillIgnored(Derived, frozen=True, kw_only=True):
+    """A venue's fill that the order has booked already, recorded and not booked again: an execution id the
+    order has applied (a resend after a restart, with or without PossDupFlag, or a plain repeat), or an
+    execution whose cumulative quantity a reconciliation has already booked (core/orders.py, `duplicate`).
+    Nothing changes: not the order, not the position, not the trading state."""
+
+    order_id: str
+    symbol: str
+    trade_id: str
+    reason: str
+
+
 class OrdersUncertain(Derived, frozen=True, kw_only=True):
     """The venue went down while these orders were working: what became of them there is unknown until it
     is back and has reconciled them (the reports it records, then VenueConnected). Meanwhile they count as
@@ -164,6 +176,11 @@ class _Fill(Input, frozen=True, kw_only=True):
     leaves_qty: int
     commission: int = 0
     liquidity: str = "TAKER"
+    # The venue's cumulative quantity of the order once this execution is counted (FIX CumQty(14), IB's
+    # cumQty); None where the report did not say (journals from before it was recorded). A fill without a
+    # `trade_id` is one the venue gave no execution id for (reconciliation from an order status): the
+    # kernel books it by this quantity, as what raises the order's filled quantity to it.
+    cum_qty: int | None = None
 
 
 class OrderPartiallyFilled(_Fill, frozen=True, kw_only=True):
@@ -173,6 +190,8 @@ class OrderPartiallyFilled(_Fill, frozen=True, kw_only=True):
 class OrderFilled(_Fill, frozen=True, kw_only=True):
     """The last fill of an order: `leaves_qty` is zero."""
 
+
+Fill = OrderPartiallyFilled | OrderFilled
 
 # What happens to one order, as the kernel's order path takes it: the gate's verdicts and the venue's reports.
 OrderEvent = (

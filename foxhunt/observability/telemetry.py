@@ -43,6 +43,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from foxhunt.messages.base import Input
 from foxhunt.messages.orders import (
     CancelOrder,
+    DuplicateFillIgnored,
     OrderAccepted,
     OrderCanceled,
     OrderDenied,
@@ -55,6 +56,7 @@ from foxhunt.messages.orders import (
     ReplaceOrder,
     SubmitOrder,
 )
+from foxhunt.messages.system import VenueMessageRejected
 
 _ENDS = (OrderFilled, OrderCanceled, OrderRejected, OrderExpired, OrderDenied)
 MAX_OPEN_SPANS = 10_000  # an order that never hears back must not keep its span (and memory) forever
@@ -116,6 +118,14 @@ class Telemetry:
             "foxhunt.venue.reports_refused", unit="{report}",
             description="venue reports the order lifecycle does not allow, by kind (a refused fill halts trading)",
         )
+        self.duplicates = meter.create_counter(
+            "foxhunt.venue.fills_duplicate", unit="{fill}",
+            description="venue fills the kernel had booked already (repeats, resends after a restart): not booked",
+        )
+        self.rejected = meter.create_counter(
+            "foxhunt.venue.messages_rejected", unit="{message}",
+            description="venue messages that could not be used and may have carried money, by message type",
+        )
         self.tick_to_order = meter.create_histogram(
             "foxhunt.tick_to_order.duration", unit="s", description="input received to order handed to the venue"
         )
@@ -149,7 +159,11 @@ class Telemetry:
                     self._end(event.order_id, now, "denied")
                 case OrderReportRefused():
                     self.refused.add(1, {"report": event.report})
+                case DuplicateFillIgnored():
+                    self.duplicates.add(1)
         match msg:
+            case VenueMessageRejected():
+                self.rejected.add(1, {"msg_type": msg.msg_type})
             case OrderAccepted():
                 self._accepted(msg.order_id, now)
             case OrderPartiallyFilled() | OrderFilled():
