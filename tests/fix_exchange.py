@@ -12,6 +12,10 @@ Matching, per NewOrderSingle:
   while foxhunt is away, and takes the next logon (to test reconciliation); DROP_REST: the same, but the
   order goes on resting; DROP_EXPIRE: the same, but the order expires while foxhunt is away; DROP_ON_REPLACE: the order rests, and the exchange takes its first replace but
   drops the connection instead of answering it; DUPLICATE_ACK: the order is acknowledged twice;
+  OVERFILL: the order is acknowledged, then reported filled three times over (LastQty and CumQty), and
+  goes on resting, so a cancel of it is confirmed; BAD_FILL: the order is acknowledged and fills, but the
+  execution report carries LastQty(32)=abc; BAD_EXEC_TYPE: the same with an ExecType(150) FIX 4.4 does not
+  define; SILENT_ACK: the order rests without an acknowledgement (its status says New);
 - account SESSION_REJECT or BUSINESS_REJECT: the order is refused with a session-level Reject(3) or a
   BusinessMessageReject(j) that names it only by our MsgSeqNum (RefSeqNum 45).
 OrderCancelRequest cancels a resting order (or answers OrderCancelReject, unknown order / too late);
@@ -110,7 +114,18 @@ class Exchange(fix.Application):
             return
         o.order_id = f"X{next(self.ids)}"
         self.orders[o.cl_ord_id] = o
+        if o.account == "SILENT_ACK":  # a counterparty's mistake: the acknowledgement never sent
+            return
         self.report(o, "0")
+        if o.account == "OVERFILL":  # the venue says it traded three times the order, and it goes on resting
+            three = o.qty * 3
+            self.report(o, "F", last=(three, o.price or Decimal("1.1")), extra={"14": _d(three), "151": "0"})
+            return
+        if o.account in ("BAD_FILL", "BAD_EXEC_TYPE"):  # it fills, and the report of it is malformed
+            self._trade(o, o.qty, o.price or Decimal("1.1"), send=False)
+            bad = {"32": "abc"} if o.account == "BAD_FILL" else {"150": "Z", "32": _d(o.qty)}
+            self.report(o, "F", last=(o.qty, o.price or Decimal("1.1")), extra=bad)
+            return
         if o.account == "DUPLICATE_ACK":  # a counterparty's mistake: the order acknowledged twice
             self.report(o, "0")
         if f.get("1") in ("DROP", "DROP_REST", "DROP_EXPIRE"):

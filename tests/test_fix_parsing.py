@@ -61,9 +61,11 @@ def test_execution_reports_become_order_events():
     assert event(ACCEPTED) == OrderAccepted(**stamps, venue_order_id="X1")
     assert event(PARTIAL) == OrderPartiallyFilled(
         **stamps, side=Side.BUY, trade_id="E2", last_qty=d("40000"), last_price=d("1.10002"), leaves_qty=d("60000"),
-        commission=d("0.44"), liquidity="MAKER")
+        commission=d("0.44"), liquidity="MAKER", cum_qty=d("40000"))  # CumQty(14): what the kernel books by
     filled = event(FILLED)
     assert isinstance(filled, OrderFilled) and filled.leaves_qty == 0 and filled.liquidity == "TAKER"
+    without = "\x01".join(f for f in FILLED.split("\x01") if not f.startswith("14="))
+    assert event(FILLED).cum_qty is not None and event(without).cum_qty is None
     assert event(CANCELED) == OrderCanceled(**stamps, reason="canceled on request")
     assert event(REPLACED) == OrderReplaced(**stamps, quantity=d("50000"), price=d("1.1001"))
     assert event(EXPIRED) == OrderExpired(**stamps)

@@ -44,7 +44,14 @@ from foxhunt.messages.orders import (
     Side,
     SubmitOrder,
 )
-from foxhunt.messages.system import VenueConnected, VenueDisconnected, VenueMessageIgnored, VenueSessionEvent
+from foxhunt.messages.system import (
+    TradingState,
+    VenueConnected,
+    VenueDisconnected,
+    VenueMessageIgnored,
+    VenueMessageRejected,
+    VenueSessionEvent,
+)
 from tests.venue_harness import VenueHarness
 
 HERE = Path(__file__).resolve().parent
@@ -273,7 +280,8 @@ async def test_a_dropped_connection_is_reconciled_on_logon_without_a_duplicate_o
     reconnect = kinds.index("VenueDisconnected")
     after = h.events[reconnect:]
     fills = [e for e in after if isinstance(e, OrderFilled)]
-    assert len(fills) == 1 and fills[0].trade_id.startswith("reconciled-") and fills[0].last_qty == d("100000")
+    assert len(fills) == 1 and fills[0].last_qty == d("100000")
+    assert (fills[0].trade_id, fills[0].cum_qty) == ("", d("100000"))  # no execution id: booked by CumQty
     reconciled = next(e for e in after if isinstance(e, VenueSessionEvent) and e.event == "reconciled")
     # the order is filled before the venue counts as connected again: trading resumes on reconciled state
     assert after.index(fills[0]) < after.index(reconciled) < kinds.index("VenueConnected", reconnect) - reconnect + 1
@@ -506,13 +514,17 @@ async def test_malformed_and_unexpected_messages_from_the_counterparty_do_not_cr
     counterparty.start()
     h = Harness(tmp_path, counterparty.port)
     async with h.running():
-        await h.until(lambda: any(isinstance(e, VenueMessageIgnored) for e in h.events))
+        await h.until(lambda: any(isinstance(e, VenueMessageIgnored) for e in h.events)
+                      and any(isinstance(e, VenueMessageRejected) for e in h.events))
         await anyio.sleep(0.5)
     ignored = [e for e in h.events if isinstance(e, VenueMessageIgnored)]
     assert [e.reason for e in ignored] == [
         "execution report for an order foxhunt never sent (or forgot, long closed): ClOrdID 'ghost-1'"]
     assert b"\x0135=3\x01" in counterparty.received  # the session-level reject of the message lacking tag 150
     assert b"\x01373=1\x01" in counterparty.received or b"\x01371=150\x01" in counterparty.received
+    (rejected,) = [e for e in h.events if isinstance(e, VenueMessageRejected)]  # ... and its trace in the journal
+    assert rejected.msg_type == "8" and rejected.tighten is TradingState.HALTED
+    assert "required tag missing" in rejected.reason and "|11=t-1-1|" in rejected.raw and "|150=" not in rejected.raw
 
 
 async def test_a_refused_logon_is_journaled_with_the_counterpartys_reason(tmp_path):
@@ -695,7 +707,9 @@ def test_cancel_on_reconnect_through_the_daemon_cancels_with_journaled_commands_
     assert json.loads(verify.stdout)["state_digest"] == json.loads(run.stdout)["state_digest"]
 
 
-async def test_a_repeated_execution_and_a_report_after_the_end_are_not_counted_twice(tmp_path):
+async def test_a_repeated_execution_and_a_report_after_the_end_are_published_and_counted_once(tmp_path):
+    """The adapter publishes every report of a known order; the order's own rules (the kernel's) book E1
+    once and refuse a second final fill."""
     def fill(exec_id: str, exec_type: str = "F"):
         def make(seq, header):
             return fix_message([*header(seq, "8"), (37, "X1"), (11, "t-1-1"), (17, exec_id), (150, exec_type),
@@ -710,7 +724,109 @@ async def test_a_repeated_execution_and_a_report_after_the_end_are_not_counted_t
     h.track(cmd)  # as if sent before: the counterparty reports on it once logged on
     counterparty.start()
     async with h.running():
-        await h.until(lambda: len([e for e in h.events if isinstance(e, (OrderFilled, VenueMessageIgnored))]) == 3)
-    assert len(h.of("t-1-1", OrderFilled)) == 1
-    reasons = [e.reason for e in h.events if isinstance(e, VenueMessageIgnored)]
-    assert reasons == ["report for order t-1-1, which is already done"] * 2
+        await h.until(lambda: len(h.of("t-1-1", OrderFilled)) == 3)
+    assert [f.trade_id for f in h.of("t-1-1", OrderFilled)] == ["E1", "E1", "E2"]
+    assert all(f.cum_qty == d("100000") for f in h.of("t-1-1", OrderFilled))
+    assert [f.trade_id for f in h.duplicates] == ["E1"] and [f.trade_id for f in h.refused] == ["E2"]
+    assert h.book.get("t-1-1").filled_qty == d("100000")
+    assert not [e for e in h.events if isinstance(e, VenueMessageIgnored)]
+
+
+def rewind_incoming(store: Path, to: int) -> None:
+    """Make a FIX message store expect the counterparty's messages from MsgSeqNum `to` again."""
+    (seqnums,) = store.glob("*.seqnums")
+    sender, _ = (int(x) for x in seqnums.read_text().split(":"))
+    seqnums.write_text(f"{sender:010d} : {to:010d}")
+
+
+async def test_an_execution_resent_with_possdupflag_after_a_restart_is_booked_once(exchange, tmp_path):
+    """The review's defect: a partly filled order, a restart, reconciliation finds CumQty unchanged, then
+    the counterparty resends the execution (PossDupFlag=Y) in answer to a ResendRequest spanning the
+    restart. The order's state, rebuilt from the journal, books it once."""
+    port, _ = exchange
+    h = Harness(tmp_path, port)
+    async with h.running():
+        oid = h.submit(qty="200000", order_type=OrderType.LIMIT, price="1.09")  # half fills at once, half rests
+        await h.until(lambda: h.of(oid, OrderPartiallyFilled))
+    (first,) = h.of(oid, OrderPartiallyFilled)
+    rewind_incoming(tmp_path / "store", 2)  # everything since the exchange's first Logon comes again
+    h2 = Harness(tmp_path, port)
+    h2.book, h2.seq = h.book, h.seq  # a restart: the order comes back from the journal
+    async with h2.running():
+        await h2.until(lambda: h2.of(oid, OrderPartiallyFilled) and any(
+            isinstance(e, VenueSessionEvent) and e.event == "resend_request_sent" for e in h2.events))
+        await h2.until(lambda: any(isinstance(e, VenueSessionEvent) and e.event == "reconciled" for e in h2.events))
+    resent = [e for e in h2.of(oid, OrderPartiallyFilled) if e.trade_id == first.trade_id]
+    assert resent and all(e in h2.duplicates for e in resent)  # published, and booked once only
+    assert h2.book.get(oid).filled_qty == d("100000") and h2.book.get(oid).is_open
+    requests = [e.detail for e in h2.events if isinstance(e, VenueSessionEvent) and e.event == "resend_request_sent"]
+    assert requests and requests[0].startswith("BeginSeqNo=2 ")
+
+
+async def test_an_overfill_leaves_the_order_cancellable_and_the_cancels_confirmation_applies(exchange, tmp_path):
+    """The kernel refuses the fill (and halts, cancelling); the venue must not take the order for done."""
+    port, _ = exchange
+    h = Harness(tmp_path, port)
+    async with h.running():
+        oid = h.submit(order_type=OrderType.LIMIT, price="1.09", account="OVERFILL")
+        await h.until(lambda: h.of(oid, OrderPartiallyFilled) or h.of(oid, OrderFilled))
+        assert h.refused and h.book.get(oid).is_open  # refused: beyond the order's quantity
+        h.venue.send(CancelOrder(ts_event=2, ts_init=2, order_id=oid, symbol="EURUSD", reason="kill switch"))
+        await h.until(lambda: h.of(oid, OrderCanceled))
+    assert h.book.get(oid).status.value == "CANCELED" and h.book.get(oid).filled_qty == 0
+    assert not [e for e in h.events if isinstance(e, VenueMessageIgnored)]
+
+
+@pytest.mark.parametrize(("account", "why"), [("BAD_FILL", "incorrect data format for value (373=6)"),
+                                              ("BAD_EXEC_TYPE", "value is incorrect (out of range) (373=5)")])
+async def test_an_execution_report_the_session_layer_rejects_is_journaled_with_its_raw_text(
+    exchange, tmp_path, account, why
+):
+    """quickfix answers it with a Reject(3), and under FIX it is never sent again: its only trace is ours."""
+    port, _ = exchange
+    h = Harness(tmp_path, port, on_rejected_execution=TradingState.REDUCING)
+    async with h.running():
+        oid = h.submit(order_type=OrderType.LIMIT, price="1.09", account=account)
+        await h.until(lambda: any(isinstance(e, VenueMessageRejected) for e in h.events))
+    (rejected,) = [e for e in h.events if isinstance(e, VenueMessageRejected)]
+    assert rejected.msg_type == "8" and rejected.tighten is TradingState.REDUCING
+    assert rejected.reason.startswith(f"refused by foxhunt's session layer: {why}"), rejected.reason
+    assert rejected.reason.endswith(f", tag {32 if account == 'BAD_FILL' else 150} (MsgSeqNum 3)"), rejected.reason
+    assert f"|11={oid}|" in rejected.raw and "|35=8|" in rejected.raw  # the raw text, from the message log
+    assert ("|32=abc|" if account == "BAD_FILL" else "|150=Z|") in rejected.raw
+    assert not h.of(oid, OrderFilled) and h.book.get(oid).filled_qty == 0
+
+
+async def test_an_unacknowledged_order_is_asked_about_and_a_status_of_new_records_its_acknowledgement(
+    exchange, tmp_path
+):
+    port, exchange_log = exchange
+    h = Harness(tmp_path, port, ack_timeout=0.5)
+    async with h.running():
+        oid = h.submit(order_type=OrderType.LIMIT, price="1.09", account="SILENT_ACK")
+        await h.until(lambda: h.of(oid, OrderAccepted))
+    asked = [e.detail for e in h.events if isinstance(e, VenueSessionEvent) and e.event == "status_requested"]
+    assert asked == [f"no acknowledgement of {oid} within 0.5 s"]
+    (accepted,) = h.of(oid, OrderAccepted)
+    assert accepted.venue_order_id.startswith("X") and h.book.get(oid).status.value == "ACCEPTED"
+    assert from_us(exchange_log, "H", f"11={oid}") == 1
+
+
+async def test_a_logout_foxhunt_sends_is_journaled_with_its_reason(tmp_path):
+    """The exchange lost its outgoing sequence numbers: its Logon comes too low, and quickfix logs out
+    saying so; the reason a logon failed is in the journal."""
+    with Exchange(tmp_path) as ex:
+        h = Harness(tmp_path, ex.port)
+        async with h.running():
+            pass
+        ex.stop()
+        (seqnums,) = (tmp_path / "exch-store").glob("*.seqnums")
+        _, target = (int(x) for x in seqnums.read_text().split(":"))
+        seqnums.write_text(f"{1:010d} : {target:010d}")
+        ex.start()
+        h2 = Harness(tmp_path, ex.port)
+        async with h2.running(connect=False):
+            await h2.until(lambda: any(isinstance(e, VenueSessionEvent) and e.event == "logout_sent"
+                                       for e in h2.events))
+    (logout, *_) = [e for e in h2.events if isinstance(e, VenueSessionEvent) and e.event == "logout_sent"]
+    assert "MsgSeqNum too low" in logout.detail, logout.detail

@@ -232,7 +232,8 @@ def execution_report(f: dict[int, str], ts: int) -> Input | None:
             return cls(ts_event=ts, ts_init=ts, order_id=order_id, symbol=symbol, side=side, trade_id=f[EXEC_ID],
                        last_qty=_qty(f, LAST_QTY), last_price=_qty(f, LAST_PX), leaves_qty=leaves,
                        commission=_qty(f, COMMISSION) if COMMISSION in f else 0,
-                       liquidity=LIQUIDITY.get(f.get(LAST_LIQUIDITY_IND, ""), "TAKER"))
+                       liquidity=LIQUIDITY.get(f.get(LAST_LIQUIDITY_IND, ""), "TAKER"),
+                       cum_qty=_qty(f, CUM_QTY) if CUM_QTY in f else None)
         case "canceled":
             return OrderCanceled(ts_event=ts, ts_init=ts, order_id=order_id, symbol=symbol,
                                  reason=f.get(TEXT, "canceled by the venue"))

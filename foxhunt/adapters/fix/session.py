@@ -2,9 +2,11 @@
 
 quickfix calls `Application` methods on its own C++ thread, a message is valid only during the call, and
 a Python exception escaping a callback ends the process. So every callback copies the raw message as a
-string, hands it to the event loop through `call_soon_threadsafe` (our own outgoing messages are only
-kept, for matching a session reject to its order), and catches everything, logging it with the raw
-message; on the loop, the venue's `receive` turns each delivery into inputs in that same callback.
+string, hands it to the event loop through `call_soon_threadsafe` (our own outgoing orders are only
+kept, for matching a session reject to its order; of our own session messages, the few the journal keeps
+are handed over too: resend requests, sequence resets, logouts and rejects), and catches everything,
+logging it with the raw message; on the loop, the venue's `receive` turns each delivery into inputs in that
+same callback.
 
 Sending (`Session.sendToTarget`: quickfix writes its message store, unsynced, and hands the bytes to its
 non-blocking socket, the GIL released) happens on the event loop when the message rate allows it and
@@ -34,6 +36,7 @@ log = structlog.get_logger("foxhunt.fix")
 
 # what the engine's thread hands over: (what happened, raw message or session text, ns it happened)
 Inbound = tuple[str, str, int]
+RECEIVED_LOOKBACK = 1 << 20  # bytes of quickfix's message log searched for a message its session layer refused
 SENT_REMEMBERED = 100_000  # our last messages kept to match a session reject's RefSeqNum(45) to an order
 # The GIL switch interval from the first engine's start on (CPython's default is 5 ms). quickfix's thread needs the
 # GIL for every callback, and a thread waiting for it asks the holder to let go only once a whole
@@ -43,6 +46,10 @@ SENT_REMEMBERED = 100_000  # our last messages kept to match a session reject's 
 # with this interval 2.3 ms and 3.0 ms; docs/benchmarks.md, FIX).
 GIL_SWITCH_S = 0.0005
 _POSS_DUP = f"{parsing.SOH}43=Y{parsing.SOH}"  # PossDupFlag(43)=Y: quickfix is resending it
+# what foxhunt's own session layer sends that the journal keeps: a ResendRequest(2), a SequenceReset(4), a
+# Logout(5) with its reason (a logon quickfix refused, a sequence number too low), and a Reject(3) of a
+# counterparty's message, which under FIX counts as processed and is never sent again (FixVenue._sent_admin)
+_JOURNALED_ADMIN = frozenset({"2", "3", "4", "5"})
 _ORDER_TYPES = tuple(f"{parsing.SOH}35={t}{parsing.SOH}" for t in "DFG")  # NewOrderSingle, cancel, replace
 
 
@@ -108,14 +115,15 @@ class _Application(fix.Application):
         self._hand("logout", _text(session_id))
 
     def toAdmin(self, message, session_id) -> None:  # noqa: N802
-        if not self.logon:
-            return
         try:
-            if message.getHeader().getField(parsing.MSG_TYPE) == "A":  # our Logon: credentials and the like
+            msg_type = message.getHeader().getField(parsing.MSG_TYPE)
+            if msg_type == "A":  # our Logon: credentials and the like
                 for tag, value in self.logon:
                     message.setField(tag, value)
+            elif msg_type in _JOURNALED_ADMIN:  # rare, and each says something the journal must keep
+                self._hand("sent_admin", _raw(message))
         except BaseException:  # noqa: BLE001 - a callback must not raise; the counterparty will refuse the logon
-            log.exception("fix_logon_fields_failed")
+            log.exception("fix_to_admin_failed")
 
     def fromAdmin(self, message, session_id) -> None:  # noqa: N802
         self._hand("admin", _raw(message))
@@ -170,6 +178,8 @@ class FixEngine:
         self.settings_path = settings_path
         self.logon = logon
         self.session_id = fix.SessionID("FIX.4.4", sender, target)
+        self.target = target
+        self.log_dir: Path | None = None  # quickfix's FileLogPath, read from the settings at start()
         self.max_per_second = max_per_second
         self.sent: deque[str] = deque(maxlen=SENT_REMEMBERED)  # raw, oldest first
         self._receive: Callable[[Inbound], None] | None = None
@@ -192,6 +202,8 @@ class FixEngine:
         # thread wants the GIL, since the interval only paces a thread that waits for it
         sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
         settings = fix.SessionSettings(str(self.settings_path))
+        self.log_dir = next((Path(line.split("=", 1)[1]) for line in self.settings_path.read_text().splitlines()
+                             if line.startswith("FileLogPath=")), None)
         self._app = _Application(self._deliver, self.sent, self.logon)
         self._initiator = fix.SocketInitiator(self._app, fix.FileStoreFactory(settings), settings,
                                               fix.FileLogFactory(settings))
@@ -228,6 +240,20 @@ class FixEngine:
         for raw in reversed(list(self.sent)):  # a copy, taken under the GIL: quickfix's thread may append
             if needle in raw:
                 return parsing.split(raw).fields
+        return None
+
+    def received_message(self, seq_num: str, tail_bytes: int = RECEIVED_LOOKBACK) -> str | None:
+        """The raw text of the counterparty's last message with this MsgSeqNum(34) in quickfix's message log,
+        searched in its last `tail_bytes`: the log is the one place quickfix keeps a message that its session
+        layer refused before any callback saw it. None when it is not there."""
+        needles = (f"{parsing.SOH}{parsing.SEQ_NUM}={seq_num}{parsing.SOH}", f"{parsing.SOH}49={self.target}{parsing.SOH}")
+        for path in sorted(self.log_dir.glob("*.messages.current.log")) if self.log_dir else ():
+            with path.open("rb") as f:
+                f.seek(max(0, f.seek(0, 2) - tail_bytes))
+                lines = f.read().decode("utf-8", "replace").splitlines()
+            for line in reversed(lines):
+                if all(n in line for n in needles):
+                    return line.split(" : ", 1)[-1]
         return None
 
     def _deliver(self, item: Inbound) -> None:  # on quickfix's thread

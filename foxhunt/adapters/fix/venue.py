@@ -16,10 +16,19 @@ replace whose answer was lost), and only then announces the venue connected, so 
 reconciled state. Optionally (cancel_on_reconnect) that announcement asks the kernel to cancel every
 working order, which it does as journaled commands like any other.
 
-Messages that do not fit (garbage, a required tag missing, an order id foxhunt never sent, an unexpected
-message type) are recorded as `VenueMessageIgnored` with the raw text, never raised; so is a failure in
-foxhunt's own handling of one message, which is logged with the traceback. quickfix itself rejects
-messages with a bad checksum or length before they reach us (and logs them in its file log).
+Every report of one of foxhunt's orders is published, repeats and late ones included: the kernel, not
+this adapter, decides what a report changes (it books an execution once, by its id, and refuses what the
+order's lifecycle does not allow), so the adapter takes an order for done only when the kernel does. An
+order the venue has not acknowledged within `ack_timeout` is asked about (OrderStatusRequest).
+
+Messages that do not fit (garbage, an order id foxhunt never sent, an unexpected message type) are
+recorded as `VenueMessageIgnored` with the raw text, never raised; so is a failure in foxhunt's own
+handling of one message, which is logged with the traceback. An execution report foxhunt cannot read, or
+that quickfix's session layer refused (a field of the wrong format, an ExecType the dictionary does not
+know: quickfix answers it with a Reject(3), and under FIX it is then never sent again), is recorded as
+`VenueMessageRejected` with its raw text from quickfix's message log, and trading tightens as
+`on_rejected_execution` says: an execution may have vanished. quickfix itself drops messages with a bad
+checksum or length before they reach us (and logs them in its file log); the gap they leave is resent.
 """
 
 from __future__ import annotations
@@ -36,12 +45,13 @@ from anyio.streams.memory import MemoryObjectSendStream
 from foxhunt.adapters.fix import parsing
 from foxhunt.adapters.fix.parsing import FixParseError, Working
 from foxhunt.adapters.fix.session import FixEngine, Inbound
-from foxhunt.adapters.recent import DoneOrders, RecentSet
+from foxhunt.adapters.recent import RecentSet
 from foxhunt.adapters.venue_remote import RemoteVenue, Reports
-from foxhunt.core.orders import Order, OrderStatus
+from foxhunt.core.orders import CLOSED_KEPT, Order, OrderStatus
 from foxhunt.messages.base import Input
 from foxhunt.messages.orders import (
     CancelOrder,
+    OrderAccepted,
     OrderCanceled,
     OrderExpired,
     OrderFilled,
@@ -51,17 +61,30 @@ from foxhunt.messages.orders import (
     ReplaceOrder,
     SubmitOrder,
 )
-from foxhunt.messages.system import VenueConnected, VenueDisconnected, VenueMessageIgnored, VenueSessionEvent
+from foxhunt.messages.system import (
+    TradingState,
+    VenueConnected,
+    VenueDisconnected,
+    VenueMessageIgnored,
+    VenueMessageRejected,
+    VenueSessionEvent,
+)
 
 log = structlog.get_logger("foxhunt.fix")
 
 TERMINAL = (OrderFilled, OrderCanceled, OrderRejected, OrderExpired)
+# OrdStatus(39) values that say the venue has acknowledged an order that is still working: New, Partially
+# filled, Replaced, Pending cancel, Pending replace (FIX 4.4, OrdStatus)
+ACKNOWLEDGED = frozenset({"0", "1", "5", "6", "E"})
+# what foxhunt's own session messages are journaled as (session.py, _JOURNALED_ADMIN)
+SENT_ADMIN = {"2": "resend_request_sent", "4": "sequence_reset_sent", "5": "logout_sent"}
 
 
 class FixVenue(RemoteVenue):
     def __init__(
         self, name: str, engine: FixEngine, orders: Callable[[], dict[str, Order]], account: str = "",
         reconcile_timeout: float = 10.0, cancel_on_reconnect: bool = False, mass_status: bool = False,
+        ack_timeout: float = 10.0, on_rejected_execution: TradingState | None = TradingState.HALTED,
     ) -> None:
         self.name = name
         self.engine = engine
@@ -70,6 +93,8 @@ class FixVenue(RemoteVenue):
         self.reconcile_timeout = reconcile_timeout
         self.cancel_on_reconnect = cancel_on_reconnect
         self.mass_status = mass_status  # reconcile with one OrderMassStatusRequest rather than one request each
+        self.ack_timeout = ack_timeout  # an order unacknowledged this long is asked about
+        self.on_rejected_execution = on_rejected_execution  # where trading goes when an execution is unusable
         self._mass_status_id: str | None = None  # the MassStatusReqID(584) whose reports are awaited
         self.cl_ord_ids: dict[str, str] = {}  # order id -> the ClOrdID the venue knows it by now
         self._requests = 0
@@ -77,8 +102,9 @@ class FixVenue(RemoteVenue):
         self._reconciling: set[str] | None = None  # orders whose status is awaited before trading resumes
         self.connected = False  # logged on and reconciled: trading
         self._logged_on = False
-        self.closed = DoneOrders(self.cl_ord_ids)  # orders whose last report has been published
-        self.exec_ids = RecentSet()  # executions published: a repeated one is not a second fill
+        # orders whose final report has been published: the ClOrdID each is known by is forgotten as the
+        # kernel forgets closed orders, so memory stays flat (what a report changes is the kernel's to say)
+        self.ended = RecentSet(CLOSED_KEPT, forget=lambda order_id: self.cl_ord_ids.pop(order_id, None))
 
     # --- the venue port ------------------------------------------------------------------------------
 
@@ -87,6 +113,7 @@ class FixVenue(RemoteVenue):
             case SubmitOrder():
                 self.cl_ord_ids[cmd.order_id] = cmd.order_id
                 self.engine.send("D", parsing.new_order_single(cmd, self.account))
+                asyncio.get_running_loop().call_later(self.ack_timeout, self._ack_deadline, cmd.order_id)
             case CancelOrder():
                 working = self._working(cmd.order_id)
                 self.engine.send("F", parsing.cancel_request(cmd, self._next_id(cmd.order_id), working))
@@ -135,10 +162,14 @@ class FixVenue(RemoteVenue):
                                               detail=text.replace(parsing.SOH, "|"))]
                 case "admin":
                     return self._admin(parsing.split(text), ts)
+                case "sent_admin":
+                    return self._sent_admin(parsing.split(text), ts)
                 case "app":
                     return self._app(parsing.split(text), ts, text)
             raise FixParseError(f"unknown delivery {kind!r}")
         except FixParseError as e:
+            if kind == "app" and f"{parsing.SOH}35=8{parsing.SOH}" in text:  # an execution foxhunt cannot read
+                return [self._rejected(ts, "8", f"foxhunt cannot read it: {e}", text)]
             return [self._ignored(ts, str(e), text)]
         except Exception as e:  # noqa: BLE001 - one message foxhunt fails on must not end the session
             log.exception("fix_handling_failed", kind=kind, raw=text.replace(parsing.SOH, "|"))
@@ -146,6 +177,16 @@ class FixVenue(RemoteVenue):
 
     def _session(self, ts: int, event: str, detail: str = "") -> Input:
         return VenueSessionEvent(ts_event=ts, ts_init=ts, venue=self.name, event=event, detail=detail)
+
+    def _rejected(self, ts: int, msg_type: str, reason: str, raw: str) -> Input:
+        """A message of the venue's that may have carried an execution and could not be used."""
+        execution = msg_type == "8"
+        log.error("fix_message_rejected", msg_type=msg_type, reason=reason, raw=raw.replace(parsing.SOH, "|"),
+                  trading=(self.on_rejected_execution.value if execution and self.on_rejected_execution
+                           else "unchanged"))
+        return VenueMessageRejected(ts_event=ts, ts_init=ts, venue=self.name, msg_type=msg_type, reason=reason,
+                                    raw=raw.replace(parsing.SOH, "|"),
+                                    tighten=self.on_rejected_execution if execution else None)
 
     def _ignored(self, ts: int, reason: str, raw: str) -> Input:
         log.warning("fix_message_ignored", reason=reason, raw=raw.replace(parsing.SOH, "|"))
@@ -239,6 +280,17 @@ class FixVenue(RemoteVenue):
                                         f"{self.reconcile_timeout} s: kept as they were"):
             self.reports.emit(msg)
 
+    def _ack_deadline(self, order_id: str) -> None:
+        """`ack_timeout` after an order was sent: if the venue has still not acknowledged it (nor answered it
+        otherwise), ask its status. Reconciliation asks anyway after a logon, so only a session that is up."""
+        order = self.orders().get(order_id)
+        if order is None or order.status is not OrderStatus.SUBMITTED or not self.connected:
+            return
+        ts = time.time_ns()
+        self.reports.emit(self._session(ts, event="status_requested",
+                                        detail=f"no acknowledgement of {order_id} within {self.ack_timeout} s"))
+        self._ask_status({order_id: order})
+
     def _admin(self, parsed: parsing.Parsed, ts: int) -> list[Input]:
         f = parsed.fields
         match parsed.msg_type:
@@ -258,17 +310,33 @@ class FixVenue(RemoteVenue):
                                           detail=f.get(parsing.TEXT, ""))]
         return []  # heartbeats, test requests, logons: the engine's business
 
+    def _sent_admin(self, parsed: parsing.Parsed, ts: int) -> list[Input]:
+        """A session message foxhunt's quickfix sent: a resend request, a sequence reset or a logout (with
+        its reason) is a session event; a Reject(3) of one of the counterparty's messages is that message,
+        refused, with its raw text from the message log."""
+        f = parsed.fields
+        if parsed.msg_type != "3":
+            detail = {"2": f"BeginSeqNo={f.get(7, '?')} EndSeqNo={f.get(16, '?')}",
+                      "4": f"NewSeqNo={f.get(36, '?')} GapFill={f.get(123, 'N')}",
+                      "5": f.get(parsing.TEXT, "")}[parsed.msg_type]
+            return [self._session(ts, event=SENT_ADMIN[parsed.msg_type], detail=detail)]
+        seq = f.get(parsing.REF_SEQ_NUM, "")
+        raw = (self.engine.received_message(seq) if seq.isdigit() else None) or f"(MsgSeqNum {seq or '?'} not found in" \
+            " quickfix's message log)"
+        reason = f"refused by foxhunt's session layer: {parsing.session_reject_text(f)} (MsgSeqNum {seq or '?'})"
+        return [self._rejected(ts, f.get(parsing.REF_MSG_TYPE, "?"), reason, raw)]
+
     def _refused(self, f: dict[int, str], ts: int, reason: str) -> list[Input]:
         sent = self._referred(f)
         msg_type = sent.get(parsing.MSG_TYPE) if sent is not None else None
         if msg_type not in ("D", "F", "G"):
             return []
         order = self.orders().get(parsing.order_id_of(sent.get(parsing.CL_ORD_ID, "")))
-        if order is None or not order.is_open or order.order_id in self.closed:
+        if order is None or not order.is_open:
             return []
         event = parsing.refused(msg_type, order.order_id, order.symbol, reason, ts)
         if isinstance(event, TERMINAL):
-            self.closed.add(order.order_id)
+            self.ended.add(order.order_id)
         return [event]
 
     # --- application messages ------------------------------------------------------------------------
@@ -290,18 +358,9 @@ class FixVenue(RemoteVenue):
                     return []
                 if f.get(parsing.EXEC_TYPE) == "5":
                     self.cl_ord_ids[order.order_id] = f[parsing.CL_ORD_ID]
-                # the kernel may not have handled the reports just published: what is done is known here too
-                done = order.order_id in self.closed or not order.is_open
-                fill = isinstance(event, (OrderFilled, OrderPartiallyFilled))
-                repeated = fill and f[parsing.EXEC_ID] in self.exec_ids
-                if done or repeated:
-                    return [self._ignored(ts, f"report for order {order.order_id}, which is already "
-                                              f"{'done' if done else 'filled by this execution'}", raw)]
-                if fill:
-                    self.exec_ids.add(f[parsing.EXEC_ID])
                 if isinstance(event, TERMINAL):
-                    self.closed.add(order.order_id)
-                return [event]
+                    self.ended.add(order.order_id)
+                return [event]  # a repeat or a late report too: the kernel records what it changes, if anything
             case "9":
                 orders = self.orders()
                 event = parsing.cancel_reject(f, ts, lambda oid: o.symbol if (o := orders.get(oid)) else None)
@@ -316,15 +375,21 @@ class FixVenue(RemoteVenue):
         return [self._ignored(ts, f"unexpected message type {parsed.msg_type!r}", raw)]
 
     def _status(self, order: Order, f: dict[int, str], ts: int) -> list[Input]:
-        """An order status (ExecType I) while reconciling: what the venue did that foxhunt missed. Its
-        ClOrdID is the one the venue knows the order by now, which a restarted foxhunt has no other way
-        to learn: a cancel or replace must name it (OrigClOrdID)."""
+        """An order status (ExecType I), asked for while reconciling or for an order left unacknowledged:
+        what the venue did that foxhunt missed. Its ClOrdID is the one the venue knows the order by now,
+        which a restarted foxhunt has no other way to learn: a cancel or replace must name it (OrigClOrdID).
+        Reports of the order still on their way to the kernel may cover some of it: the kernel books what
+        is new (a missed fill carries no execution id, and the kernel books it by CumQty)."""
         out: list[Input] = []
         if f.get(parsing.CL_ORD_ID):
             self.cl_ord_ids[order.order_id] = f[parsing.CL_ORD_ID]
-        working = order.is_open and order.order_id not in self.closed
-        acknowledged = order.status is not OrderStatus.SUBMITTED
+        working = order.is_open
         status = f.get(parsing.ORD_STATUS)
+        acknowledged = order.status is not OrderStatus.SUBMITTED
+        if working and not acknowledged and status in ACKNOWLEDGED:  # its acknowledgement was missed
+            out.append(OrderAccepted(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
+                                     venue_order_id=f.get(parsing.ORDER_ID, "")))
+            acknowledged = True
         # a replace whose answer was lost with the connection: the venue's terms are the order's now
         # (OrderQty(38), and Price(44) of a priced order; a market order's price field means nothing)
         quantity = parsing._qty(f, parsing.ORDER_QTY) if parsing.ORDER_QTY in f else order.quantity
@@ -342,8 +407,7 @@ class FixVenue(RemoteVenue):
             cls = OrderFilled if leaves <= 0 else OrderPartiallyFilled
             price = parsing._qty(f, parsing.AVG_PX) if parsing.AVG_PX in f else 0
             out.append(cls(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol, side=order.side,
-                           trade_id=f"reconciled-{order.order_id}-{cum}", last_qty=missed, last_price=price,
-                           leaves_qty=max(leaves, 0)))
+                           trade_id="", last_qty=missed, last_price=price, leaves_qty=max(leaves, 0), cum_qty=cum))
         still_open = working and not (out and isinstance(out[-1], OrderFilled))
         if still_open and status == "4":
             out.append(OrderCanceled(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
@@ -359,7 +423,7 @@ class FixVenue(RemoteVenue):
                 out.append(OrderCanceled(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
                                          reason=f"reconciled: no longer working at the venue: {text}"))
         if any(isinstance(e, TERMINAL) for e in out):
-            self.closed.add(order.order_id)
+            self.ended.add(order.order_id)
         waiting = self._reconciling
         if waiting is not None:
             waiting.discard(order.order_id)
