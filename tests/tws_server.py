@@ -12,7 +12,9 @@ CME), error 200 for anything else. A market order is filled at once at the last 
 filled when it crosses the last price, else it rests; an order for 666 units is rejected (error 201).
 A cancel cancels a resting order (error 202 with orderStatus Cancelled). reqMktData answers bid, ask,
 last and sizes. `drop()` cuts every connection; `fill_resting()` fills resting orders while no client is
-connected, so a reconnecting client must find out through reqExecutions and reqOpenOrders.
+connected, so a reconnecting client must find out through reqExecutions and reqOpenOrders, which report
+every execution of the day again (a restarted client hears of the ones it booked before, too);
+`execute_resting()` executes part of them while a client is connected.
 """
 
 from __future__ import annotations
@@ -95,6 +97,14 @@ class TwsServer:
         for o in self.orders.values():
             if o.status == "Submitted":
                 self._execute(o, o.qty - o.filled, o.limit or PRICES[o.symbol], writer=None)
+
+    def execute_resting(self, fraction: float, shares: float | None = None) -> None:
+        """Execute `fraction` of each resting order now, reported to the connected client; `shares`, if given,
+        is what the execution report says instead (say nan, as a broken gateway might)."""
+        (writer,) = self.writers
+        for o in self.orders.values():
+            if o.status == "Submitted":
+                self._execute(o, o.qty * fraction, o.limit or PRICES[o.symbol], writer, shares)
 
     def send_raw(self, data: bytes) -> None:
         for writer in self.writers:
@@ -209,14 +219,15 @@ class TwsServer:
         if crosses and o.status == "Submitted":
             self._execute(o, o.qty - o.filled, last if o.order_type == "MKT" else o.limit, w)
 
-    def _execute(self, o: Order, qty: float, price: float, writer: asyncio.StreamWriter | None) -> None:
+    def _execute(self, o: Order, qty: float, price: float, writer: asyncio.StreamWriter | None,
+                 reported: float | None = None) -> None:
         exec_id = f"0000e0d5.{next(self.ids):08d}.01.01"
         o.avg = (o.avg * o.filled + price * qty) / (o.filled + qty)
         o.filled += qty
         o.status = "Filled" if o.filled >= o.qty else "Submitted"
         o.executions.append((exec_id, qty, price))
         if writer is not None:
-            self._exec_details(o, exec_id, qty, price, writer, "-1")
+            self._exec_details(o, exec_id, qty if reported is None else reported, price, writer, "-1")
             self._status(o, writer)
 
     def _exec_details(self, o: Order, exec_id: str, qty: float, price: float, w: asyncio.StreamWriter,

@@ -9,8 +9,13 @@ answers come back as ib_async events, are translated here into foxhunt inputs an
 `run` connects, with backoff, and after every (re)connection: qualifies the configured contracts (once),
 subscribes market data, reconciles (ib_async's start-up synchronisation fetched open orders and
 executions: fills foxhunt missed are recorded, orders the venue no longer works are closed) and only
-then publishes `VenueConnected`. Each order carries foxhunt's order id in IB's `orderRef`, and each
-execution id is recorded once: no fill is counted twice, and no order is ever sent again on reconnect.
+then publishes `VenueConnected`. Each order carries foxhunt's order id in IB's `orderRef`, so no order
+is ever sent again on reconnect. Every execution of a known order is published with its execution id and
+IB's cumulative quantity, and the kernel books it once, from its own state: an execution IB reports again
+after a reconnect or a restart is recorded as a duplicate (this adapter skips those it has already
+published in this process, as an optimisation only). An execution or order status that cannot be read
+is journaled as `VenueMessageRejected` with its raw fields, and trading tightens as
+`on_rejected_execution` says.
 """
 
 from __future__ import annotations
@@ -45,7 +50,14 @@ from foxhunt.messages.orders import (
     ReplaceOrder,
     SubmitOrder,
 )
-from foxhunt.messages.system import VenueConnected, VenueDisconnected, VenueMessageIgnored, VenueSessionEvent
+from foxhunt.messages.system import (
+    TradingState,
+    VenueConnected,
+    VenueDisconnected,
+    VenueMessageIgnored,
+    VenueMessageRejected,
+    VenueSessionEvent,
+)
 
 log = structlog.get_logger("foxhunt.ib")
 
@@ -63,6 +75,7 @@ class IbVenue(RemoteVenue):
         self, name: str, ib: IB, host: str, port: int, client_id: int, contracts: dict[str, IbContract],
         orders: Callable[[], dict[str, Order]], account: str = "", market_data: tuple[str, ...] = (),
         backoff_max: float = 30.0, connect_timeout: float = 10.0,
+        on_rejected_execution: TradingState | None = TradingState.HALTED,
     ) -> None:
         self.name, self.ib = name, ib
         self.host, self.port, self.client_id = host, port, client_id
@@ -71,11 +84,15 @@ class IbVenue(RemoteVenue):
         self.account = account
         self.market_data = market_data
         self.backoff_max, self.connect_timeout = backoff_max, connect_timeout
+        self.on_rejected_execution = on_rejected_execution  # where trading goes when an execution is unusable
         self.qualified: dict[str, Contract] = {}
         self.trades: dict[str, Trade] = {}  # foxhunt order id -> ib_async's Trade: working ones, recent done ones
-        self.exec_ids = RecentSet()  # executions recorded: a fill is counted once
+        self.exec_ids = RecentSet()  # executions published in this process: not published again (the kernel books once)
         self.accepted = RecentSet()  # orders IB has acknowledged
-        self.closed = DoneOrders(self.trades)  # orders whose last event is emitted (the kernel may not have it yet)
+        # orders whose last event is published: their Trade is forgotten as the kernel forgets closed orders
+        # (whether an order is done is the kernel's to say: `_is_open`)
+        self.closed = DoneOrders(self.trades)
+        self.ends_published = RecentSet()  # orders whose cancel or reject is published: IB repeats a status
         self.replacing: set[str] = set()  # modifications sent, waiting for IB's openOrder that confirms them
         self.reports = Reports()
         self._lost = asyncio.Event()
@@ -183,8 +200,10 @@ class IbVenue(RemoteVenue):
             trade = trades.get(order_id)
             if trade is not None:
                 self.trades[order_id] = trade
-                if trade.orderStatus.status in parsing.CANCELED_STATUSES and self._is_open(order_id):
+                if (trade.orderStatus.status in parsing.CANCELED_STATUSES and self._is_open(order_id)
+                        and order_id not in self.ends_published):
                     self.closed.add(order_id)
+                    self.ends_published.add(order_id)
                     self._emit(OrderCanceled(**self._stamps(), order_id=order_id, symbol=order.symbol,
                                              reason="reconciled: canceled at IB"))
             state = "done" if order_id in self.closed else "working"
@@ -196,8 +215,10 @@ class IbVenue(RemoteVenue):
 
     def _on_status(self, trade: Trade) -> None:
         order_id = self._order_id(trade)
-        if order_id is None:
-            return
+        if order_id is not None:
+            self._guarded("orderStatus", repr(trade.orderStatus), lambda: self._status(order_id, trade))
+
+    def _status(self, order_id: str, trade: Trade) -> None:
         status = trade.orderStatus.status
         symbol = self.orders()[order_id].symbol
         last = trade.log[-1] if trade.log else None
@@ -205,10 +226,12 @@ class IbVenue(RemoteVenue):
             self.accepted.add(order_id)
             self._emit(OrderAccepted(**self._stamps(), order_id=order_id, symbol=symbol,
                                      venue_order_id=str(trade.order.permId or trade.order.orderId)))
-        elif status in parsing.CANCELED_STATUSES | {"Inactive"} and self._is_open(order_id):
+        elif (status in parsing.CANCELED_STATUSES | {"Inactive"} and self._is_open(order_id)
+              and order_id not in self.ends_published):
             code = last.errorCode if last else 0
             reason = f"IB {code}: {last.message}" if code else "canceled at IB"
             self.closed.add(order_id)
+            self.ends_published.add(order_id)
             if order_id not in self.accepted and code:
                 self._emit(OrderRejected(**self._stamps(), order_id=order_id, symbol=symbol, reason=reason))
             else:
@@ -237,19 +260,37 @@ class IbVenue(RemoteVenue):
         if execution.execId in self.exec_ids:
             return
         self.exec_ids.add(execution.execId)
+        self._guarded("execDetails", repr(execution), lambda: self._emit(self._fill_event(order_id, fill)))
+
+    def _fill_event(self, order_id: str, fill: Fill) -> OrderFilled | OrderPartiallyFilled:
+        """An execution of a known order, whatever the kernel believes of the order: the kernel books it
+        once (by its execution id), or refuses it, and says so."""
+        execution = fill.execution
         order = self.orders()[order_id]
-        if not self._is_open(order_id):
-            return
         qty = parsing.fixed(execution.shares)
+        cum = parsing.fixed(execution.cumQty)
         # from IB's cumulative quantity: fills emitted just before may not have reached the kernel yet
-        leaves = max(order.quantity - parsing.fixed(execution.cumQty), 0)
+        leaves = max(order.quantity - cum, 0)
         cls = OrderFilled if leaves == 0 else OrderPartiallyFilled
+        commission = parsing.fixed(fill.commissionReport.commission) if fill.commissionReport.execId else 0
+        event = cls(**self._stamps(), order_id=order_id, symbol=order.symbol, side=parsing.SIDES[execution.side],
+                    trade_id=execution.execId, last_qty=qty, last_price=parsing.fixed(execution.price),
+                    leaves_qty=leaves, commission=commission, cum_qty=cum)
         if leaves == 0:
             self.closed.add(order_id)
-        commission = parsing.fixed(fill.commissionReport.commission) if fill.commissionReport.execId else 0
-        self._emit(cls(**self._stamps(), order_id=order_id, symbol=order.symbol, side=parsing.SIDES[execution.side],
-                       trade_id=execution.execId, last_qty=qty, last_price=parsing.fixed(execution.price),
-                       leaves_qty=leaves, commission=commission))
+        return event
+
+    def _guarded(self, kind: str, raw: str, handle: Callable[[], None]) -> None:
+        """Handle one of IB's execution or order status messages; one that cannot be read is journaled as
+        refused with its raw fields, and trading tightens as the policy says (ib_async would swallow the
+        exception and log it only)."""
+        try:
+            handle()
+        except (ValueError, ArithmeticError, KeyError, TypeError, AttributeError) as e:
+            reason = f"foxhunt cannot read it: {type(e).__name__}: {e}"
+            log.error("ib_message_rejected", kind=kind, reason=reason, raw=raw[:2000])
+            self._emit(VenueMessageRejected(**self._stamps(), venue=self.name, msg_type=kind, reason=reason,
+                                            raw=raw[:2000], tighten=self.on_rejected_execution))
 
     def _on_error(self, req_id: int, code: int, text: str, contract: Contract | None) -> None:
         kind = parsing.error_kind(code)
@@ -324,7 +365,7 @@ class IbVenue(RemoteVenue):
         return next((oid for oid, t in self.trades.items() if t.order.orderId == ib_order_id), None)
 
     def _is_open(self, order_id: str) -> bool:
-        return order_id not in self.closed and self.orders()[order_id].is_open
+        return self.orders()[order_id].is_open
 
     def _symbol_of(self, contract: Contract) -> str | None:
         return next((s for s, c in self.qualified.items() if c.conId == contract.conId), None)
