@@ -21,6 +21,7 @@ from foxhunt.admin.server import Access, ServerPolicy
 from foxhunt.config import Config, TradingConfig
 from foxhunt.core.kernel import BEHAVIOUR, Kernel
 from foxhunt.errors import ConfigError, JournalArchived, JournalError, JournalMismatch
+from foxhunt.messages.system import TradingState
 from foxhunt.ports import Clock, Snapshot, Venue
 from foxhunt.runtime import replay, snapshots
 from foxhunt.runtime.live import Operations, VenueFactory, simulated_venue
@@ -30,6 +31,8 @@ log = structlog.get_logger("foxhunt.bootstrap")
 
 # sun_path of struct sockaddr_un holds 108 bytes with the terminating NUL (unix(7))
 MAX_SOCKET_PATH = 107
+# a venue's `on_rejected_execution`: where trading goes when an execution report cannot be used
+TIGHTEN = {"halt": TradingState.HALTED, "reduce": TradingState.REDUCING}
 
 
 def state_dir(cfg: Config) -> Path:
@@ -105,7 +108,8 @@ def fix_venue(cfg: Config) -> VenueFactory:
         engine = FixEngine(settings, f.sender_comp_id, f.target_comp_id, f.max_messages_per_second, logon)
         return FixVenue(f"FIX:{f.target_comp_id}", engine, lambda: kernel.orders.by_id, account=f.account,
                         reconcile_timeout=f.reconcile_timeout_s, cancel_on_reconnect=f.cancel_on_reconnect,
-                        mass_status=f.reconcile_with == "mass_status")
+                        mass_status=f.reconcile_with == "mass_status", ack_timeout=f.ack_timeout_s,
+                        on_rejected_execution=TIGHTEN[f.on_rejected_execution])
 
     return build
 
@@ -136,7 +140,8 @@ def ib_venue(cfg: Config) -> VenueFactory:
     def build(kernel: Kernel, trading: TradingConfig, clock: Clock) -> Venue:
         return IbVenue(f"IB:{c.host}:{c.port}", IB(), c.host, c.port, c.client_id, contracts(kernel.instruments),
                        lambda: kernel.orders.by_id, account=c.account, market_data=tuple(c.market_data),
-                       backoff_max=c.backoff_max, connect_timeout=c.connect_timeout)
+                       backoff_max=c.backoff_max, connect_timeout=c.connect_timeout,
+                       on_rejected_execution=TIGHTEN[c.on_rejected_execution])
 
     return build
 

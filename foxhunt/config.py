@@ -84,6 +84,10 @@ class FixConfig(_Section, frozen=True, kw_only=True):
     # OrderMassStatusRequest (where the counterparty supports it) and a status request for any it leaves out
     reconcile_with: Literal["order_status", "mass_status"] = "order_status"
     cancel_on_reconnect: bool = False  # after reconciling, cancel every working order
+    ack_timeout_s: float = 10.0  # an order the counterparty has not acknowledged this long is asked about
+    # where trading goes when an execution report cannot be used (refused by the session layer, unreadable):
+    # an execution may have vanished, and only an operator can reconcile the positions
+    on_rejected_execution: Literal["halt", "reduce"] = "halt"
     data_dictionary: str = ""  # FIX44.xml to validate with; empty: the one the quickfix package ships
     username: str = ""  # Username(553) on Logon, when set
     # the environment variable that holds Password(554) for Logon: a secret stays out of the config file
@@ -95,8 +99,8 @@ class FixConfig(_Section, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535 or self.heartbeat_s <= 0 or self.reconnect_s <= 0:
             raise ValueError("needs 0 <= port <= 65535, heartbeat_s > 0 and reconnect_s > 0")
-        if self.max_messages_per_second < 0 or self.reconcile_timeout_s <= 0:
-            raise ValueError("needs max_messages_per_second >= 0 and reconcile_timeout_s > 0")
+        if self.max_messages_per_second < 0 or self.reconcile_timeout_s <= 0 or self.ack_timeout_s <= 0:
+            raise ValueError("needs max_messages_per_second >= 0, reconcile_timeout_s > 0 and ack_timeout_s > 0")
         for tag, value in self.logon_fields.items():
             if not tag.isdigit() or int(tag) == 0:
                 raise ValueError(f"logon_fields: {tag!r} is not a FIX tag number")
@@ -147,6 +151,8 @@ class IbConfig(_Section, frozen=True, kw_only=True):
     # how IB knows each instrument; an instrument of six letters not listed here is a currency pair (CASH)
     contracts: dict[str, IbContractConfig] = {}
     market_data: list[str] = []  # instruments whose quotes come from IB (top of book), journaled as inputs
+    # where trading goes when an execution or order status from IB cannot be used (see [fix])
+    on_rejected_execution: Literal["halt", "reduce"] = "halt"
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535 or self.connect_timeout <= 0 or self.backoff_max <= 0:

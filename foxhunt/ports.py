@@ -148,7 +148,13 @@ class Clock(Protocol):
 
 class Venue(Protocol):
     """Where approved commands go. `send` and `on_market` return the reports known at once (a simulated
-    venue's); a real venue's reports arrive later, and `run` publishes them on the bus until cancelled."""
+    venue's); a real venue's reports arrive later, and `run` publishes them on the bus until cancelled.
+
+    A venue publishes every report of a known order, repeats and late ones included, each fill with the
+    venue's execution id (`trade_id`, "" where it has none) and cumulative quantity (`cum_qty`): the kernel
+    books each execution once and refuses what an order's lifecycle does not allow, so a venue takes an
+    order for done only when the kernel does. A message that could not be used and may have carried an
+    execution is published as `VenueMessageRejected` with its raw text, never only logged."""
 
     name: str
     keeps_orders: bool  # whether working orders outlive a restart of foxhunt (a real venue's do)
