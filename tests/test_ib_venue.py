@@ -23,20 +23,13 @@ from foxhunt.messages.orders import (
     OrderCanceled,
     OrderCancelRejected,
     OrderFilled,
-    OrderPartiallyFilled,
     OrderRejected,
     OrderReplaced,
     OrderType,
     ReplaceOrder,
     Side,
 )
-from foxhunt.messages.system import (
-    TradingState,
-    VenueConnected,
-    VenueDisconnected,
-    VenueMessageRejected,
-    VenueSessionEvent,
-)
+from foxhunt.messages.system import VenueConnected, VenueDisconnected, VenueSessionEvent
 from tests.tws_server import TwsServer, frame
 from tests.venue_harness import VenueHarness
 
@@ -147,41 +140,6 @@ async def test_a_dropped_connection_is_reconciled_and_the_order_is_neither_lost_
     placed = [f for _, f in server.received if f[0] == "3"]
     assert len(placed) == 1  # one placeOrder, ever
     assert h.book.get(resting).status.value == "FILLED"
-
-
-async def test_an_execution_ib_reports_again_after_a_restart_is_booked_once():
-    """The review's defect: reqExecutions after a restart reports E1 of a partly filled order again, and it
-    was journaled a second time. It is published (nothing IB says is dropped) and booked once."""
-    async with tws() as server:
-        h = Harness(server)
-        async with h.running():
-            resting = h.submit(order_type=OrderType.LIMIT, price="1.09")
-            await h.until(lambda: h.of(resting, OrderAccepted))
-            server.execute_resting(0.5)
-            await h.until(lambda: h.of(resting, OrderPartiallyFilled))
-        (first,) = h.of(resting, OrderPartiallyFilled)
-        assert first.cum_qty == d("10000")
-        h2 = Harness(server)  # a new process: the order comes back from the journal, ib_async's memory does not
-        h2.book, h2.seq = h.book, h.seq
-        async with h2.running():
-            await h2.until(lambda: h2.of(resting, OrderPartiallyFilled))
-    (again,) = h2.of(resting, OrderPartiallyFilled)
-    assert again.trade_id == first.trade_id and h2.duplicates == [again]
-    assert h2.book.get(resting).filled_qty == d("10000") and h2.book.get(resting).is_open
-
-
-async def test_an_execution_ib_reports_with_a_nan_quantity_is_journaled_and_tightens_trading():
-    async with tws() as server:
-        h = Harness(server, on_rejected_execution=TradingState.REDUCING)
-        async with h.running():
-            resting = h.submit(order_type=OrderType.LIMIT, price="1.09")
-            await h.until(lambda: h.of(resting, OrderAccepted))
-            server.execute_resting(1.0, shares=float("nan"))
-            await h.until(lambda: any(isinstance(e, VenueMessageRejected) for e in h.events))
-    (rejected,) = [e for e in h.events if isinstance(e, VenueMessageRejected)]
-    assert rejected.msg_type == "execDetails" and rejected.tighten is TradingState.REDUCING
-    assert "shares=nan" in rejected.raw and rejected.reason.startswith("foxhunt cannot read it: ")
-    assert not h.of(resting, OrderFilled) and h.book.get(resting).filled_qty == 0
 
 
 async def test_a_burst_of_orders_respects_ibs_pacing():

@@ -14,7 +14,8 @@ A cancel cancels a resting order (error 202 with orderStatus Cancelled). reqMktD
 last and sizes. `drop()` cuts every connection; `fill_resting()` fills resting orders while no client is
 connected, so a reconnecting client must find out through reqExecutions and reqOpenOrders, which report
 every execution of the day again (a restarted client hears of the ones it booked before, too);
-`execute_resting()` executes part of them while a client is connected.
+`execute_resting()` executes part of them while a client is connected; `misreport_resting()` reports an
+execution that never was.
 """
 
 from __future__ import annotations
@@ -105,6 +106,16 @@ class TwsServer:
         for o in self.orders.values():
             if o.status == "Submitted":
                 self._execute(o, o.qty * fraction, o.limit or PRICES[o.symbol], writer, shares)
+
+    def misreport_resting(self, shares: float) -> None:
+        """Report an execution of `shares` (and as much cumulative) for each resting order, which goes on
+        resting as it was: a broker's mistake, as an overfill."""
+        (writer,) = self.writers
+        for o in self.orders.values():
+            if o.status == "Submitted":
+                o.executions.append((f"0000e0d5.{next(self.ids):08d}.01.01", shares, o.limit or PRICES[o.symbol]))
+                self._exec_details(o, o.executions[-1][0], shares, o.executions[-1][2], writer, "-1")
+                o.executions.pop()  # never done: the order and its executions stay as they were
 
     def send_raw(self, data: bytes) -> None:
         for writer in self.writers:
