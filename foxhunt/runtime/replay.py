@@ -27,15 +27,17 @@ from foxhunt.core.risk import PreTradeRisk
 from foxhunt.core.strategies import build_strategy
 from foxhunt.errors import ConfigError, JournalArchived, JournalMismatch, VerificationFailed
 from foxhunt.messages import codec
-from foxhunt.messages.system import RunStarted, VenueConnected, VenueDisconnected
+from foxhunt.messages.system import RunStarted, VenueConnected, VenueDisconnected, VenueMessageRejected
 from foxhunt.ports import JournalStore, Record, Snapshot
 from foxhunt.runtime import snapshots
 from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.loop import TradingLoop
 from foxhunt.runtime.summary import summarize
 
+# what the recorded venue said, which a backtest's simulated venue says for itself
 FROM_VENUE = frozenset(
-    t for t in codec.MESSAGE_TYPES if t.__name__ in codec.VENUE_REPORT_KINDS or t in (VenueConnected, VenueDisconnected)
+    t for t in codec.MESSAGE_TYPES
+    if t.__name__ in codec.VENUE_REPORT_KINDS or t in (VenueConnected, VenueDisconnected, VenueMessageRejected)
 )
 
 
