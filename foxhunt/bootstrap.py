@@ -141,7 +141,8 @@ def ib_venue(cfg: Config) -> VenueFactory:
         return IbVenue(f"IB:{c.host}:{c.port}", IB(), c.host, c.port, c.client_id, contracts(kernel.instruments),
                        lambda: kernel.orders.by_id, account=c.account, market_data=tuple(c.market_data),
                        backoff_max=c.backoff_max, connect_timeout=c.connect_timeout,
-                       on_rejected_execution=TIGHTEN[c.on_rejected_execution])
+                       on_rejected_execution=TIGHTEN[c.on_rejected_execution], probe_after=c.probe_after_s,
+                       probe_timeout=c.probe_timeout_s)
 
     return build
 

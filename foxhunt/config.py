@@ -153,10 +153,16 @@ class IbConfig(_Section, frozen=True, kw_only=True):
     market_data: list[str] = []  # instruments whose quotes come from IB (top of book), journaled as inputs
     # where trading goes when an execution or order status from IB cannot be used (see [fix])
     on_rejected_execution: Literal["halt", "reduce"] = "halt"
+    # after this many seconds without a word from IB, a request must be answered within probe_timeout_s,
+    # else the connection is dropped, journaled, made again and reconciled
+    probe_after_s: float = 30.0
+    probe_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535 or self.connect_timeout <= 0 or self.backoff_max <= 0:
             raise ValueError("needs 0 <= port <= 65535, connect_timeout > 0 and backoff_max > 0")
+        if self.probe_after_s <= 0 or self.probe_timeout_s <= 0:
+            raise ValueError("needs probe_after_s > 0 and probe_timeout_s > 0")
         for symbol, c in self.contracts.items():
             if c.sec_type == "FUT" and not (c.exchange and c.expiry):
                 raise ValueError(f"contracts.{symbol}: a future needs exchange and expiry")

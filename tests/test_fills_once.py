@@ -9,6 +9,7 @@ import pickle
 from collections.abc import Callable
 
 import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -141,6 +142,22 @@ def test_an_overfill_is_refused_halts_and_leaves_the_order_cancellable():
     assert k.orders.get(oid).is_open and position(k) == 0
     k.handle(4, OrderCanceled(ts_event=30, ts_init=30, order_id=oid, symbol="EURUSD", reason="canceled on request"))
     assert k.orders.get(oid).status.value == "CANCELED" and not k.orders.open and not k.cancels_pending
+
+
+@pytest.mark.parametrize(("last", "price", "reason"), [
+    ("-100000", "1.1", "fill of -100000 at 1.1: not a trade"),  # a negative quantity flipped a position
+    ("0", "1.1", "fill of 0 at 1.1: not a trade"),
+    ("50000", "-1", "fill of 50000 at -1: not a trade"),
+    ("50000", "5.0", "fill at 5 beyond the order's limit 1.1"),  # a buy limit at 1.1
+])
+def test_a_fill_that_is_no_trade_of_the_order_is_refused_and_halts(last, price, reason):
+    k, oid, _, _ = working_order()
+    bad = OrderPartiallyFilled(ts_event=20, ts_init=20, order_id=oid, symbol="EURUSD", side=Side.BUY, trade_id="EB",
+                               last_qty=d(last), last_price=d(price), leaves_qty=d("100000"))
+    refused, halted, _cancel = k.handle(3, bad).derived
+    assert isinstance(refused, OrderReportRefused) and refused.reason == reason
+    assert isinstance(halted, TradingStateChanged) and halted.state is TradingState.HALTED
+    assert position(k) == 0 and k.orders.get(oid).filled_qty == 0 and not k.orders.get(oid).executions
 
 
 def test_an_unusable_execution_report_tightens_trading_as_the_venue_policy_asks():

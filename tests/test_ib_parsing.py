@@ -39,12 +39,23 @@ def test_contracts_for_stocks_futures_and_currency_pairs():
 
 
 @pytest.mark.parametrize("code, kind", [
-    (201, "reject"), (103, "reject"), (10148, "cancel_reject"), (202, "canceled"), (1100, "connection"),
+    (201, "ends_order"), (103, "reject"), (10148, "cancel_reject"), (202, "ends_order"), (1100, "connection"),
     (1102, "connection"), (504, "connection"), (2104, "warning"), (2158, "warning"), (2110, "connection"),
-    (399, "other"),
+    (399, "other"), (462, "other"),
 ])
 def test_tws_error_codes_are_sorted(code, kind):
     assert parsing.error_kind(code) == kind
+
+
+@pytest.mark.parametrize("code, acknowledged, modifying, meaning", [
+    (201, True, False, "rejected"), (202, True, False, "canceled"), (202, False, False, "canceled"),
+    (103, False, False, "rejected"),  # a new order IB refused
+    (104, True, True, "modify_refused"), (110, True, False, "none"),  # a live order: only a change failed
+    (10147, True, False, "cancel_refused"), (161, True, False, "cancel_refused"), (10148, False, False, "cancel_refused"),
+    (462, True, False, "none"), (399, True, True, "none"), (2104, True, False, "none"),  # say nothing of an end
+])
+def test_only_codes_that_say_so_end_an_order(code, acknowledged, modifying, meaning):
+    assert parsing.order_error(code, acknowledged, modifying) == meaning
 
 
 def test_ibs_floats_become_exact_fixed_point():

@@ -8,6 +8,7 @@ Order state is kept by the real order state machine (core/orders.py), as the ker
 from __future__ import annotations
 
 import contextlib
+import struct
 import time
 
 import anyio
@@ -140,6 +141,78 @@ async def test_a_dropped_connection_is_reconciled_and_the_order_is_neither_lost_
     placed = [f for _, f in server.received if f[0] == "3"]
     assert len(placed) == 1  # one placeOrder, ever
     assert h.book.get(resting).status.value == "FILLED"
+
+
+async def test_an_error_that_does_not_say_the_order_ended_leaves_it_working_and_its_fill_is_booked():
+    """The review's defect: ib_async marks an order Cancelled on any error it does not count as a warning,
+    so 10147 or 462 on a live order became OrderCanceled, and the fill that followed was lost."""
+    async with tws() as server:
+        h = Harness(server)
+        async with h.running():
+            resting = h.submit(order_type=OrderType.LIMIT, price="1.09")
+            await h.until(lambda: h.of(resting, OrderAccepted))
+            server.error_resting(10147, f"OrderId {resting} that needs to be cancelled is not found.")
+            server.error_resting(462, "Cannot change to the new Time in Force")
+            await h.until(lambda: any(isinstance(e, VenueSessionEvent) and e.event == "order_error_462"
+                                      for e in h.events))
+            server.execute_resting(1.0)
+            await h.until(lambda: h.of(resting, OrderFilled))
+    assert not h.of(resting, OrderCanceled) and h.book.get(resting).status.value == "FILLED"
+    (refused,) = h.of(resting, OrderCancelRejected)  # 10147: a cancel refused, the order goes on
+    assert refused.reason.startswith("IB 10147: ") and not refused.replace
+
+
+@pytest.mark.parametrize("how", ["length_beyond_bound", "half_a_message", "silence"])
+async def test_a_connection_that_cannot_deliver_is_dropped_reconnected_and_reconciled(how):
+    """A frame announcing 2 GiB made ib_async wait for it for ever, deaf to every answer after it; so does
+    half a message whose rest never comes, and a gateway that stops answering. Each is found, dropped,
+    journaled, and the venue reconnects."""
+    async with tws() as server:
+        h = Harness(server, probe_after=0.3, probe_timeout=0.3)
+        async with h.running():
+            if how == "length_beyond_bound":
+                server.send_raw(struct.pack(">I", 2**31) + b"garbage")
+            elif how == "half_a_message":
+                server.send_raw(struct.pack(">I", 1000) + b"half a message")  # the answers queue behind it
+            else:
+                server.muted = True
+            await h.until(lambda: any(isinstance(e, VenueSessionEvent) and e.event == "connection_dropped"
+                                      for e in h.events))
+            server.muted = False
+            await h.until(lambda: sum(isinstance(e, VenueConnected) for e in h.events) == 2)
+            after = h.submit()  # heard again: the order's answers come back
+            await h.until(lambda: h.of(after, OrderFilled))
+    (dropped,) = [e for e in h.events if isinstance(e, VenueSessionEvent) and e.event == "connection_dropped"]
+    expected = "a message of 2147483648 bytes announced" if how == "length_beyond_bound" else "no answer to a probe"
+    assert dropped.detail.startswith(expected), dropped.detail
+    assert any(isinstance(e, VenueDisconnected) for e in h.events)
+
+
+async def test_an_execution_of_a_negative_quantity_is_refused_not_booked():
+    """The review's defect: shares -100,000 became a fill, flipped the position and showed a profit that
+    never was. It is published as IB said it, and the kernel's rules refuse it (and halt)."""
+    async with tws() as server:
+        h = Harness(server)
+        async with h.running():
+            resting = h.submit(order_type=OrderType.LIMIT, price="1.09")
+            await h.until(lambda: h.of(resting, OrderAccepted))
+            server.execute_resting(1.0, shares=-100_000)
+            await h.until(lambda: h.refused)
+    (refused,) = h.refused
+    assert refused.last_qty == d("-100000") and h.book.get(resting).filled_qty == 0
+
+
+async def test_a_flood_of_order_statuses_keeps_each_one_cheap():
+    async with tws() as server:
+        h = Harness(server)
+        async with h.running():
+            resting = h.submit(order_type=OrderType.LIMIT, price="1.09")
+            await h.until(lambda: h.of(resting, OrderAccepted))
+            server.flood_status(5000)
+            after = h.submit()  # behind the flood
+            await h.until(lambda: h.of(after, OrderFilled), timeout=60)
+            assert len(h.venue.trades[resting].log) <= 4  # bounded, so formatting one costs the same
+    assert h.book.get(resting).is_open and len(h.of(resting, OrderAccepted)) == 1
 
 
 async def test_a_burst_of_orders_respects_ibs_pacing():

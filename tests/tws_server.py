@@ -15,7 +15,8 @@ last and sizes. `drop()` cuts every connection; `fill_resting()` fills resting o
 connected, so a reconnecting client must find out through reqExecutions and reqOpenOrders, which report
 every execution of the day again (a restarted client hears of the ones it booked before, too);
 `execute_resting()` executes part of them while a client is connected; `misreport_resting()` reports an
-execution that never was.
+execution that never was; `error_resting()` sends an error about them that does not end them;
+`flood_status()` sends a flood of order statuses; `muted` stops answering requests (a hung gateway).
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class TwsServer:
         self.writers: set[asyncio.StreamWriter] = set()
         self.server: asyncio.base_events.Server | None = None
         self.port = 0
+        self.muted = False  # take requests and answer none
 
     async def start(self) -> None:
         self.server = await asyncio.start_server(self._client, "127.0.0.1", 0)
@@ -117,6 +119,23 @@ class TwsServer:
                 self._exec_details(o, o.executions[-1][0], shares, o.executions[-1][2], writer, "-1")
                 o.executions.pop()  # never done: the order and its executions stay as they were
 
+    def error_resting(self, code: int, text: str) -> None:
+        """An error message (4) about each resting order, which goes on resting: as TWS sends 10147 for a
+        cancel it could not match, or 462 for a modification it refused."""
+        for o in self.orders.values():
+            if o.status == "Submitted":
+                self.send_raw(frame(4, 2, o.order_id, code, text, ""))
+
+    def flood_status(self, n: int) -> None:
+        """`n` order statuses for each resting order, each a little different (its last fill price), as a
+        broker in trouble may send them."""
+        (writer,) = self.writers
+        for o in self.orders.values():
+            if o.status == "Submitted":
+                for i in range(n):
+                    writer.write(frame(3, o.order_id, o.status, o.filled, o.qty - o.filled, o.avg, o.perm_id, 0,
+                                       1 + i / 1e6, o.client_id, "", 0))
+
     def send_raw(self, data: bytes) -> None:
         for writer in self.writers:
             writer.write(data)
@@ -132,7 +151,8 @@ class TwsServer:
             while True:
                 fields = await self._message(reader)
                 self.received.append((time.monotonic(), fields))
-                self._handle(fields, writer)
+                if not self.muted:
+                    self._handle(fields, writer)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass  # the client went, or the test ends: nothing more to serve
@@ -183,6 +203,8 @@ class TwsServer:
                 self._cancel(int(f[2]), w)
             case 1:
                 self._market_data(f, w)
+            case 49:  # reqCurrentTime
+                w.write(frame(49, 1, int(time.time())))
             case 15 | 2:  # reqAutoOpenOrders, cancelMktData
                 pass
 

@@ -78,7 +78,8 @@ _SEVERITY = {TradingState.ACTIVE: 0, TradingState.REDUCING: 1, TradingState.HALT
 # unknown order, and an operator's command naming one is refused as naming an unknown order. 4: a fill is
 # booked once, by the execution ids each order has applied (DuplicateFillIgnored), and one without an
 # execution id by the venue's cumulative quantity; an order's status after a fill follows its quantities
-# (reports out of order); a VenueMessageRejected tightens trading as the venue's policy asks.
+# (reports out of order); a fill of no quantity or price, or beyond its order's limit, is refused; a
+# VenueMessageRejected tightens trading as the venue's policy asks.
 BEHAVIOUR = 4
 
 

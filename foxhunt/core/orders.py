@@ -216,6 +216,11 @@ def refusal(order: Order | None, report: OrderEvent) -> str:
         fill = cast(OrderFilled, report)
         if fill.side is not order.side:
             return f"fill side {fill.side.value} is not the order's {order.side.value}"
+        if fill.last_qty <= 0 or fill.last_price <= 0:
+            return f"fill of {format_fixed(fill.last_qty)} at {format_fixed(fill.last_price)}: not a trade"
+        limit = order.price if order.order_type is OrderType.LIMIT else None
+        if limit is not None and (fill.last_price > limit if order.side is Side.BUY else fill.last_price < limit):
+            return f"fill at {format_fixed(fill.last_price)} beyond the order's limit {format_fixed(limit)}"
         if order.filled_qty + fill.last_qty > order.quantity:
             return (f"fill of {format_fixed(fill.last_qty)} beyond the order's {format_fixed(order.quantity)}"
                     f" ({format_fixed(order.filled_qty)} filled)")

@@ -26,13 +26,25 @@ TIME_IN_FORCES = {TimeInForce.DAY: "DAY", TimeInForce.GTC: "GTC", TimeInForce.IO
 ACCEPTED_STATUSES = frozenset({"PreSubmitted", "Submitted"})
 CANCELED_STATUSES = frozenset({"Cancelled", "ApiCancelled"})
 
-# TWS error codes: an order refused (the order ends REJECTED, or a cancel/modify is refused) ...
+# TWS error codes, as the TWS API documentation's "Message Codes" table gives them
+# (interactivebrokers.github.io/tws-api/message_codes.html). What an error says of the order it names:
+# - it ended: 201 "Order rejected - reason:", 202 "Order Canceled - reason:" (the orderStatus says it too);
+# - a cancel was refused, the order goes on: 161 "Cancel attempted when order is not in a cancellable
+#   state", 10147 "OrderId ... that needs to be cancelled is not found", 10148 "OrderId ... that needs to be
+#   cancelled cannot be cancelled, state:";
+# - an order or its modification was refused: the codes below (103 "Duplicate order ID", 104 "Can't modify
+#   a filled order", 105 "Order being modified does not match original order", 110 "The price does not
+#   conform to the minimum price variation", 134 "Modify order failed", 135 "Can't find order with ID", ...).
+#   For an order IB has not acknowledged they reject it; for one IB works, only its modification failed.
+# Every other code names no end of the order: an order is canceled only when IB says so (202, or its own
+# order status), never because ib_async took an error for an end (it marks the order Cancelled on any
+# error it does not count as a warning).
+ENDING_CODES = {201: "rejected", 202: "canceled"}
 ORDER_REJECT_CODES = frozenset({103, 104, 105, 106, 107, 109, 110, 111, 113, 116, 117, 118, 119, 120, 121, 122,
                                 123, 124, 125, 126, 129, 131, 132, 133, 134, 135, 136, 137, 140, 141, 146, 147,
-                                148, 151, 152, 153, 154, 155, 156, 157, 158, 159, 160, 161, 163, 164, 165, 166,
-                                167, 168, 200, 201, 203, 382, 383, 387, 388, 434, 435, 436, 437, 438})
+                                148, 151, 152, 153, 154, 155, 156, 157, 158, 159, 160, 163, 164, 165, 166,
+                                167, 168, 200, 203, 382, 383, 387, 388, 434, 435, 436, 437, 438})
 CANCEL_REJECT_CODES = frozenset({161, 10147, 10148})
-ORDER_CANCELED_CODES = frozenset({202})  # "Order Canceled - reason:": the orderStatus says it too
 # ... the connection: lost, restored with data lost, restored with data kept
 CONNECTION_LOST, RESTORED_DATA_LOST, RESTORED_DATA_KEPT = 1100, 1101, 1102
 CONNECTION_CODES = frozenset({502, 504, 1100, 1101, 1102, 1300, 2110})
@@ -41,18 +53,33 @@ WARNING_CODES = frozenset(range(2100, 2200)) - {2110}
 
 
 def error_kind(code: int) -> str:
-    """'reject', 'cancel_reject', 'canceled', 'connection', 'warning' or 'other' for a TWS error code."""
+    """'ends_order', 'cancel_reject', 'reject', 'connection', 'warning' or 'other' for a TWS error code."""
+    if code in ENDING_CODES:
+        return "ends_order"
     if code in CANCEL_REJECT_CODES:
         return "cancel_reject"
     if code in ORDER_REJECT_CODES:
         return "reject"
-    if code in ORDER_CANCELED_CODES:
-        return "canceled"
     if code in CONNECTION_CODES:
         return "connection"
     if code in WARNING_CODES:
         return "warning"
     return "other"
+
+
+def order_error(code: int, acknowledged: bool, modifying: bool) -> str:
+    """What an error about one order means for it: 'rejected' or 'canceled' (it ended), 'cancel_refused',
+    'modify_refused', or 'none' (the order goes on as it was)."""
+    kind = error_kind(code)
+    if kind == "ends_order":
+        return ENDING_CODES[code]
+    if kind == "cancel_reject":
+        return "cancel_refused"
+    if kind == "reject":
+        if not acknowledged:
+            return "rejected"
+        return "modify_refused" if modifying else "none"
+    return "none"
 
 
 def contract(instrument: Instrument, sec_type: str, exchange: str, expiry: str = "") -> Contract:

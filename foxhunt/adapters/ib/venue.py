@@ -61,6 +61,11 @@ from foxhunt.messages.system import (
 
 log = structlog.get_logger("foxhunt.ib")
 
+LOG_KEPT = 4  # entries of an ib_async Trade's log kept (see `_on_status`)
+# The longest message IB may announce: TWS's are a few kilobytes, the largest (contract details, historical
+# data) some hundreds. A length prefix beyond it is garbage, and ib_async would wait for it for ever.
+MAX_MESSAGE_BYTES = 16 << 20
+
 
 @dataclass(frozen=True)
 class IbContract:
@@ -75,7 +80,8 @@ class IbVenue(RemoteVenue):
         self, name: str, ib: IB, host: str, port: int, client_id: int, contracts: dict[str, IbContract],
         orders: Callable[[], dict[str, Order]], account: str = "", market_data: tuple[str, ...] = (),
         backoff_max: float = 30.0, connect_timeout: float = 10.0,
-        on_rejected_execution: TradingState | None = TradingState.HALTED,
+        on_rejected_execution: TradingState | None = TradingState.HALTED, probe_after: float = 30.0,
+        probe_timeout: float = 10.0,
     ) -> None:
         self.name, self.ib = name, ib
         self.host, self.port, self.client_id = host, port, client_id
@@ -85,6 +91,10 @@ class IbVenue(RemoteVenue):
         self.market_data = market_data
         self.backoff_max, self.connect_timeout = backoff_max, connect_timeout
         self.on_rejected_execution = on_rejected_execution  # where trading goes when an execution is unusable
+        # liveness: after probe_after seconds without a word from IB, a request must be answered within
+        # probe_timeout, else the connection is dropped and made again (and reconciled)
+        self.probe_after, self.probe_timeout = probe_after, probe_timeout
+        self._heard = time.monotonic()
         self.qualified: dict[str, Contract] = {}
         self.trades: dict[str, Trade] = {}  # foxhunt order id -> ib_async's Trade: working ones, recent done ones
         self.exec_ids = RecentSet()  # executions published in this process: not published again (the kernel books once)
@@ -103,6 +113,7 @@ class IbVenue(RemoteVenue):
         ib.errorEvent += self._on_error
         ib.pendingTickersEvent += self._on_tickers
         ib.disconnectedEvent += self._on_disconnected
+        ib.updateEvent += self._on_data
 
     # --- the venue port ------------------------------------------------------------------------------
 
@@ -157,9 +168,44 @@ class IbVenue(RemoteVenue):
                 continue
             delay = 0.5
             self._lost.clear()
+            self._heard = time.monotonic()
             await self._after_connect()
-            await self._lost.wait()
+            await self._watch()
             self.connected = False
+
+    async def _watch(self) -> None:
+        """Until the connection is lost: once IB has said nothing for `probe_after` seconds, ask it the time;
+        no answer within `probe_timeout` and the connection is dropped (a deaf connection must not pass for
+        a live one: orders would go out and their answers never be heard)."""
+        while not self._lost.is_set():
+            with anyio.move_on_after(max(self._heard + self.probe_after - time.monotonic(), 0.01)):
+                await self._lost.wait()
+                return
+            if time.monotonic() - self._heard < self.probe_after:
+                continue
+            with anyio.move_on_after(self.probe_timeout) as probe:
+                await self.ib.reqCurrentTimeAsync()
+            if probe.cancelled_caught and not self._lost.is_set():
+                self._drop(f"no answer to a probe within {self.probe_timeout} s, after {self.probe_after} s of silence")
+                await self._lost.wait()
+                return
+            self._heard = time.monotonic()
+
+    def _on_data(self) -> None:
+        """After ib_async has taken in what arrived: a message announcing more than MAX_MESSAGE_BYTES is
+        garbage that ib_async would wait for without end. Its buffer is its own (`client._data`), read here
+        only to see the announced length; an ib_async without it leaves the probe to find a deaf connection."""
+        pending = getattr(self.ib.client, "_data", b"")
+        if len(pending) >= 4 and int.from_bytes(pending[:4], "big") > MAX_MESSAGE_BYTES:
+            self._drop(f"a message of {int.from_bytes(pending[:4], 'big')} bytes announced "
+                       f"(at most {MAX_MESSAGE_BYTES} taken)")
+
+    def _drop(self, reason: str) -> None:
+        """Give up a connection that cannot be trusted to deliver: journaled, then disconnected, which
+        publishes VenueDisconnected and has `run` connect again and reconcile."""
+        log.error("ib_connection_dropped", reason=reason)
+        self._emit(VenueSessionEvent(**self._stamps(), venue=self.name, event="connection_dropped", detail=reason))
+        self.ib.disconnect()
 
     async def _after_connect(self) -> None:
         self._emit(VenueSessionEvent(**self._stamps(), venue=self.name, event="logon",
@@ -215,8 +261,12 @@ class IbVenue(RemoteVenue):
 
     def _on_status(self, trade: Trade) -> None:
         order_id = self._order_id(trade)
+        self._heard = time.monotonic()
         if order_id is not None:
             self._guarded("orderStatus", repr(trade.orderStatus), lambda: self._status(order_id, trade))
+        # ib_async formats the whole trade, log included, for every status it takes: kept short, a status costs
+        # the same however many came before (20,000 for one order took minutes when the log grew)
+        del trade.log[:-LOG_KEPT]
 
     def _status(self, order_id: str, trade: Trade) -> None:
         status = trade.orderStatus.status
@@ -228,11 +278,17 @@ class IbVenue(RemoteVenue):
                                      venue_order_id=str(trade.order.permId or trade.order.orderId)))
         elif (status in parsing.CANCELED_STATUSES | {"Inactive"} and self._is_open(order_id)
               and order_id not in self.ends_published):
-            code = last.errorCode if last else 0
-            reason = f"IB {code}: {last.message}" if code else "canceled at IB"
+            code = last.errorCode if last is not None and last.status == status else 0
+            meaning = parsing.order_error(code, order_id in self.accepted, order_id in self.replacing) if code else ""
+            if meaning not in ("", "rejected", "canceled"):
+                # ib_async took an error for the order's end; IB did not say so, and the order works on. Its
+                # status is put back, so that IB's own next status (a cancel included) reads as a change.
+                trade.orderStatus.status = trade.log[-2].status if len(trade.log) > 1 else "PendingSubmit"
+                return
+            reason = f"IB {code}: {last.message}" if code and last is not None else "canceled at IB"
             self.closed.add(order_id)
             self.ends_published.add(order_id)
-            if order_id not in self.accepted and code:
+            if meaning == "rejected" and order_id not in self.accepted:  # never worked: rejected
                 self._emit(OrderRejected(**self._stamps(), order_id=order_id, symbol=symbol, reason=reason))
             else:
                 self._emit(OrderCanceled(**self._stamps(), order_id=order_id, symbol=symbol, reason=reason))
@@ -251,6 +307,7 @@ class IbVenue(RemoteVenue):
                                  trigger_price=parsing.fixed(o.auxPrice) if kind == "STOP" else None))
 
     def _on_commission(self, trade: Trade, fill: Fill, report) -> None:
+        self._heard = time.monotonic()
         order_id = self._order_id(trade)
         if order_id is not None:
             self._fill(order_id, fill)
@@ -293,12 +350,11 @@ class IbVenue(RemoteVenue):
                                             raw=raw[:2000], tighten=self.on_rejected_execution))
 
     def _on_error(self, req_id: int, code: int, text: str, contract: Contract | None) -> None:
+        self._heard = time.monotonic()
         kind = parsing.error_kind(code)
-        if kind == "cancel_reject":
-            order_id = self._order_id_of(req_id)
-            if order_id is not None:
-                self._emit(OrderCancelRejected(**self._stamps(), order_id=order_id,
-                                               symbol=self.orders()[order_id].symbol, reason=f"IB {code}: {text}"))
+        order_id = self._order_id_of(req_id) if req_id > 0 else None
+        if order_id is not None:
+            self._order_error(order_id, code, text)
         elif kind == "connection":
             self._emit(VenueSessionEvent(**self._stamps(), venue=self.name, event=f"error_{code}", detail=text))
             if code == parsing.CONNECTION_LOST:
@@ -310,11 +366,26 @@ class IbVenue(RemoteVenue):
                 self._emit(VenueConnected(**self._stamps(), venue=self.name))
         elif kind == "warning":
             log.info("ib_warning", code=code, text=text)
-        elif kind == "other" and req_id == -1:
-            log.warning("ib_error", code=code, text=text)
-        # order rejects and cancels arrive through orderStatusEvent, with the error in the trade's log
+        else:
+            log.warning("ib_error", code=code, text=text, req_id=req_id)
+
+    def _order_error(self, order_id: str, code: int, text: str) -> None:
+        """An error about one of our orders, by what its code means (parsing.order_error). An end (a reject,
+        a cancel) arrives as the order's status, handled in `_status`; a refused cancel or modification is a
+        cancel reject, and the order goes on; any other error is journaled for the record and changes
+        nothing."""
+        symbol = self.orders()[order_id].symbol
+        meaning = parsing.order_error(code, order_id in self.accepted, order_id in self.replacing)
+        if meaning in ("cancel_refused", "modify_refused"):
+            self.replacing.discard(order_id)
+            self._emit(OrderCancelRejected(**self._stamps(), order_id=order_id, symbol=symbol,
+                                           reason=f"IB {code}: {text}", replace=meaning == "modify_refused"))
+        elif meaning == "none":
+            self._emit(VenueSessionEvent(**self._stamps(), venue=self.name, event=f"order_error_{code}",
+                                         detail=f"{order_id}: {text}"))
 
     def _on_tickers(self, tickers: set[Ticker]) -> None:
+        self._heard = time.monotonic()
         now = time.time_ns()
         for ticker in tickers:
             symbol = self._symbol_of(ticker.contract)
