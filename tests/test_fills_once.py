@@ -17,6 +17,7 @@ from foxhunt.core.kernel import Kernel
 from foxhunt.messages.base import Input
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.orders import (
+    CommissionReported,
     DuplicateFillIgnored,
     OrderAccepted,
     OrderCanceled,
@@ -90,7 +91,7 @@ def test_a_resend_after_a_restart_finds_the_execution_in_the_kernel_state_rebuil
     buffer = io.BytesIO()
     snapshots._Pickler(buffer, protocol=5).dump(k.orders)
     restored.orders = pickle.loads(buffer.getvalue())
-    assert restored.orders.get(oid).executions == {"EP1": (d("50000"), d("50000"))}
+    assert restored.orders.get(oid).executions == {"EP1": (d("50000"), d("50000"), 0)}
     for again in (restarted, restored):
         status = fill(oid, "", 0, d("50000"), ts=30)  # the reconciliation: nothing missed
         assert isinstance(again.handle(10, status).derived[0], DuplicateFillIgnored)
@@ -158,6 +159,21 @@ def test_a_fill_that_is_no_trade_of_the_order_is_refused_and_halts(last, price, 
     assert isinstance(refused, OrderReportRefused) and refused.reason == reason
     assert isinstance(halted, TradingStateChanged) and halted.state is TradingState.HALTED
     assert position(k) == 0 and k.orders.get(oid).filled_qty == 0 and not k.orders.get(oid).executions
+
+
+def test_a_commission_reported_after_its_fill_is_booked_once():
+    k, oid, _, _ = working_order()
+    k.handle(3, fill(oid, "E1", d("100000"), QTY))  # booked with no commission: its report was still to come
+    late = CommissionReported(ts_event=30, ts_init=30, order_id=oid, symbol="EURUSD", trade_id="E1",
+                              commission=d("2.2"))
+    (pos,) = k.handle(4, late).derived
+    assert isinstance(pos, PositionChanged) and pos.commissions == d("2.2") and pos.quantity == QTY
+    assert k.portfolio.equity == -d("2.2") + k.portfolio.positions["EURUSD"].unrealized_pnl
+    (again,) = k.handle(5, late).derived  # the same report again
+    assert isinstance(again, OrderReportRefused) and again.reason == "the commission of execution E1 is booked already"
+    (unknown,) = k.handle(6, msgspec.structs.replace(late, trade_id="E9")).derived
+    assert unknown.reason == "execution E9 is not booked"
+    assert k.portfolio.positions["EURUSD"].commissions == d("2.2") and k.state is TradingState.ACTIVE
 
 
 def test_an_unusable_execution_report_tightens_trading_as_the_venue_policy_asks():

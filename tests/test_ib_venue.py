@@ -20,6 +20,7 @@ from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.market import Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import (
     CancelOrder,
+    CommissionReported,
     OrderAccepted,
     OrderCanceled,
     OrderCancelRejected,
@@ -30,7 +31,8 @@ from foxhunt.messages.orders import (
     ReplaceOrder,
     Side,
 )
-from foxhunt.messages.system import VenueConnected, VenueDisconnected, VenueSessionEvent
+from foxhunt.messages.system import VenueConnected, VenueDisconnected, VenueMessageIgnored, VenueSessionEvent
+from tests.tws_server import Order as TwsOrder
 from tests.tws_server import TwsServer, frame
 from tests.venue_harness import VenueHarness
 
@@ -200,6 +202,38 @@ async def test_an_execution_of_a_negative_quantity_is_refused_not_booked():
             await h.until(lambda: h.refused)
     (refused,) = h.refused
     assert refused.last_qty == d("-100000") and h.book.get(resting).filled_qty == 0
+
+
+async def test_a_commission_reported_after_a_reconciled_fill_is_published_on_its_own():
+    """IB's link to its servers comes back (1102) between an execution and its commission report:
+    reconciliation books the execution, and the commission report that follows was ignored (commissions
+    understated). Now it is published, and the kernel books it (tests/test_fills_once.py)."""
+    async with tws() as server:
+        h = Harness(server)
+        async with h.running():
+            resting = h.submit(order_type=OrderType.LIMIT, price="1.09")
+            await h.until(lambda: h.of(resting, OrderAccepted))
+            server.commission_delay = 0.3
+            server.execute_resting(1.0)
+            server.send_raw(frame(4, 2, -1, 1102, "Connectivity between IB and TWS has been restored - data "
+                                                  "maintained.", ""))
+            await h.until(lambda: h.of(resting, CommissionReported))
+    (fill,) = h.of(resting, OrderFilled)
+    (commission,) = h.of(resting, CommissionReported)
+    assert fill.commission == 0 and commission.trade_id == fill.trade_id and commission.commission == d("0.436")
+    assert h.events.index(fill) < h.events.index(commission)
+
+
+async def test_an_execution_of_an_order_foxhunt_did_not_send_is_recorded_and_not_booked():
+    async with tws() as server:
+        server.orders[99] = TwsOrder(99, 3, "EURUSD", "BUY", 5000.0, "LMT", 1.09, order_ref="typed-in-tws")
+        server.fill_resting()  # another client's order, filled before foxhunt connects
+        h = Harness(server)
+        async with h.running():
+            pass
+    (ignored,) = [e for e in h.events if isinstance(e, VenueMessageIgnored)]
+    assert "of an order foxhunt did not send (orderRef 'typed-in-tws', IB order 99): not booked" in ignored.reason
+    assert "shares=5000.0" in ignored.raw and not h.book.by_id
 
 
 async def test_a_flood_of_order_statuses_keeps_each_one_cheap():

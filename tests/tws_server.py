@@ -16,7 +16,8 @@ connected, so a reconnecting client must find out through reqExecutions and reqO
 every execution of the day again (a restarted client hears of the ones it booked before, too);
 `execute_resting()` executes part of them while a client is connected; `misreport_resting()` reports an
 execution that never was; `error_resting()` sends an error about them that does not end them;
-`flood_status()` sends a flood of order statuses; `muted` stops answering requests (a hung gateway).
+`flood_status()` sends a flood of order statuses; `muted` stops answering requests (a hung gateway);
+`commission_delay` sends each commission report that much after its execution.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ class TwsServer:
         self.server: asyncio.base_events.Server | None = None
         self.port = 0
         self.muted = False  # take requests and answer none
+        self.commission_delay = 0.0  # seconds each commission report comes after its execution
 
     async def start(self) -> None:
         self.server = await asyncio.start_server(self._client, "127.0.0.1", 0)
@@ -274,7 +276,11 @@ class TwsServer:
             o.symbol, exec_id, time.strftime("%Y%m%d %H:%M:%S", time.gmtime()), ACCOUNT, exchange, side, qty,
             price, o.perm_id, o.client_id, 0, cum, o.avg, o.order_ref, "", "", "", 2,
         ))
-        w.write(frame(59, 1, exec_id, round(qty * price * 0.00002, 6), currency, "", "", ""))
+        report = frame(59, 1, exec_id, round(qty * price * 0.00002, 6), currency, "", "", "")
+        if self.commission_delay:
+            asyncio.get_running_loop().call_later(self.commission_delay, w.write, report)
+        else:
+            w.write(report)
 
     def _open_order(self, o: Order, w: asyncio.StreamWriter) -> None:
         """openOrder (5) as decoder.openOrder reads it at server version 176: the order, then many fields

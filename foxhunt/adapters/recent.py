@@ -35,6 +35,10 @@ class RecentSet:
             if self.forget is not None:
                 self.forget(gone)
 
+    def discard(self, member: Hashable) -> None:
+        """No longer a member (its place in the order goes when its turn comes)."""
+        self._members.discard(member)
+
     def __contains__(self, member: object) -> bool:
         return member in self._members
 

@@ -15,7 +15,7 @@ import msgspec
 
 from foxhunt.core.operator import Operator
 from foxhunt.core.orders import Order, Orders, booked, duplicate, refusal
-from foxhunt.core.portfolio import Portfolio
+from foxhunt.core.portfolio import Portfolio, Position
 from foxhunt.core.risk import PreTradeRisk
 from foxhunt.core.safeguards import Safeguards
 from foxhunt.core.step import Step
@@ -24,6 +24,7 @@ from foxhunt.messages.base import Derived, Input
 from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import (
     CancelOrder,
+    CommissionReported,
     DuplicateFillIgnored,
     OrderAccepted,
     OrderCanceled,
@@ -79,7 +80,8 @@ _SEVERITY = {TradingState.ACTIVE: 0, TradingState.REDUCING: 1, TradingState.HALT
 # booked once, by the execution ids each order has applied (DuplicateFillIgnored), and one without an
 # execution id by the venue's cumulative quantity; an order's status after a fill follows its quantities
 # (reports out of order); a fill of no quantity or price, or beyond its order's limit, is refused; a
-# VenueMessageRejected tightens trading as the venue's policy asks.
+# VenueMessageRejected tightens trading as the venue's policy asks; a CommissionReported after its fill is
+# booked once.
 BEHAVIOUR = 4
 
 
@@ -139,6 +141,7 @@ class Kernel:
             OrderExpired: self._on_report,
             OrderPartiallyFilled: self._on_fill,
             OrderFilled: self._on_fill,
+            CommissionReported: self._on_commission,
             RunStarted: self._on_run_started,
             TimerFired: self._on_timer,
             AdminCommand: self.operator.on_admin,
@@ -298,20 +301,33 @@ class Kernel:
         pos = self.portfolio.open_position(fill.symbol, inst.currency, inst.multiplier)
         self.portfolio.apply_fill(pos, fill.side, fill.last_qty, fill.last_price, fill.commission)
         self.gate.on_position(fill.symbol, pos.quantity)
-        self._derived.append(
-            PositionChanged(
-                ts_event=fill.ts_event,
-                ts_init=fill.ts_init,
-                symbol=fill.symbol,
-                quantity=pos.quantity,
-                avg_price=pos.avg_price,
-                realized_pnl=pos.realized_pnl,
-                commissions=pos.commissions,
-                cash=pos.cash,
-            )
-        )
+        self._position_changed(pos, fill)
         self._on_order_event(fill, cast(Order, order))
         self.safeguards.on_fill(fill)
+
+    def _on_commission(self, msg: CommissionReported) -> None:
+        """An execution's commission reported after its fill: what it adds to the commission booked with the
+        fill is booked now, once. One for an execution the order has not booked is refused (it changes
+        nothing: the fill, when it comes, carries its own)."""
+        order = self.orders.by_id.get(msg.order_id)
+        booked = order.executions.get(msg.trade_id) if order is not None else None
+        if order is None or booked is None or booked[2] == msg.commission:
+            why = ("no such order" if order is None else f"execution {msg.trade_id} is not booked" if booked is None
+                   else f"the commission of execution {msg.trade_id} is booked already")
+            self.emit(OrderReportRefused(ts_event=msg.ts_event, ts_init=msg.ts_init, order_id=msg.order_id,
+                                         symbol=msg.symbol, report="CommissionReported", reason=why))
+            return
+        cum, qty, charged = booked
+        order.executions[msg.trade_id] = (cum, qty, msg.commission)
+        pos = self.portfolio.positions[order.symbol]
+        self.portfolio.apply_commission(pos, msg.commission - charged)
+        self._position_changed(pos, msg)
+
+    def _position_changed(self, pos: Position, cause: Input) -> None:
+        self._derived.append(PositionChanged(
+            ts_event=cause.ts_event, ts_init=cause.ts_init, symbol=pos.symbol, quantity=pos.quantity,
+            avg_price=pos.avg_price, realized_pnl=pos.realized_pnl, commissions=pos.commissions, cash=pos.cash,
+        ))
 
     def tighten(self, state: TradingState, msg: Input, cause: str) -> None:
         """Breakers and throttles only ever move trading towards HALTED; an operator moves it back. A halt

@@ -118,8 +118,8 @@ class Order:
     venue_order_id: str = ""
     uncertain: bool = False  # working when its venue went down, not reconciled since (OrdersUncertain)
     # the fills applied that had an execution id: id -> (the venue's CumQty after it, or None where the
-    # report did not say; its quantity)
-    executions: dict[str, tuple[int | None, int]] = field(default_factory=dict)
+    # report did not say; its quantity; the commission booked for it)
+    executions: dict[str, tuple[int | None, int, int]] = field(default_factory=dict)
     # the venue's CumQty up to which fills without an execution id (a reconciliation's) have booked the
     # order: every execution at or below it is in what is booked
     covered_qty: int = 0
@@ -147,7 +147,7 @@ class Order:
             if self.filled_qty > self.quantity:
                 raise InvalidTransition(f"order {self.order_id} overfilled: {self.filled_qty} > {self.quantity}")
             if fill.trade_id:
-                self.executions[fill.trade_id] = (fill.cum_qty, fill.last_qty)
+                self.executions[fill.trade_id] = (fill.cum_qty, fill.last_qty, fill.commission)
             elif fill.cum_qty is not None:
                 self.covered_qty = max(self.covered_qty, fill.cum_qty)
             # Reports may arrive out of order (a resend, a reconciliation racing a live report): the
@@ -200,7 +200,7 @@ def _uncovered(order: Order, cum_qty: int) -> int:
     """How much of the order's quantity up to `cum_qty` no booked fill covers. An execution whose CumQty
     was not reported counts as below it."""
     covered = order.covered_qty
-    within = sum(qty for cum, qty in order.executions.values() if cum is None or covered < cum <= cum_qty)
+    within = sum(qty for cum, qty, _ in order.executions.values() if cum is None or covered < cum <= cum_qty)
     return cum_qty - covered - within
 
 

@@ -109,6 +109,13 @@ class Portfolio:
             self.gross_exposure += abs(pos.unrealized_pnl + pos.cost) - abs(before_unrealized + before_cost)
         self._track_equity()
 
+    def apply_commission(self, pos: Position, commission: int) -> None:
+        """A commission charged after the fill it belongs to was booked (negative: a refund of one)."""
+        pos.cash -= commission
+        pos.commissions += commission
+        self._closed_total -= commission
+        self._track_equity()
+
     def mark(self, symbol: str, price: int) -> None:
         """Revalue an open position at `price` and track the equity curve. Runs on every quote, so it is
         one method with Position.revalue's formula inlined, and it stops early when nothing moved."""

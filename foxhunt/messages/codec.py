@@ -10,6 +10,7 @@ from foxhunt.messages.base import Derived, Input, Message
 from foxhunt.messages.market import Bar, QuoteTick, TradeTick
 from foxhunt.messages.orders import (
     CancelOrder,
+    CommissionReported,
     DuplicateFillIgnored,
     OrderAccepted,
     OrderCanceled,
@@ -68,6 +69,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     OrderExpired,
     OrderPartiallyFilled,
     OrderFilled,
+    CommissionReported,
     RunStarted,
     RunStopped,
     VenueConnected,

@@ -191,6 +191,17 @@ class OrderFilled(_Fill, frozen=True, kw_only=True):
     """The last fill of an order: `leaves_qty` is zero."""
 
 
+class CommissionReported(Input, frozen=True, kw_only=True):
+    """The commission of an execution, reported after its fill was journaled (IB sends its commission report
+    on its own, and a reconciliation may book the execution before it comes): the kernel books what it
+    adds to the commission the fill carried, once."""
+
+    order_id: str
+    symbol: str
+    trade_id: str
+    commission: int
+
+
 Fill = OrderPartiallyFilled | OrderFilled
 
 # What happens to one order, as the kernel's order path takes it: the gate's verdicts and the venue's reports.

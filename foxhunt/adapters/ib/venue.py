@@ -40,6 +40,7 @@ from foxhunt.messages.base import Input, format_fixed
 from foxhunt.messages.market import Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import (
     CancelOrder,
+    CommissionReported,
     OrderAccepted,
     OrderCanceled,
     OrderCancelRejected,
@@ -103,6 +104,7 @@ class IbVenue(RemoteVenue):
         # (whether an order is done is the kernel's to say: `_is_open`)
         self.closed = DoneOrders(self.trades)
         self.ends_published = RecentSet()  # orders whose cancel or reject is published: IB repeats a status
+        self.commission_due = RecentSet()  # executions published before their commission report came
         self.replacing: set[str] = set()  # modifications sent, waiting for IB's openOrder that confirms them
         self.reports = Reports()
         self._lost = asyncio.Event()
@@ -234,8 +236,12 @@ class IbVenue(RemoteVenue):
         """After a (re)connection: ib_async has just fetched today's executions and the open orders. Record
         the fills foxhunt missed (found by the order id in orderRef) and close the orders IB canceled."""
         fills: dict[str, list[Fill]] = {}
+        known = self.orders()
         for fill in self.ib.fills():
-            fills.setdefault(fill.execution.orderRef, []).append(fill)
+            if fill.execution.orderRef in known:
+                fills.setdefault(fill.execution.orderRef, []).append(fill)
+            else:
+                self._foreign(fill)
         trades = {t.order.orderRef: t for t in self.ib.trades() if t.order.orderRef}
         found = []
         for order_id, order in list(self.orders().items()):
@@ -307,9 +313,18 @@ class IbVenue(RemoteVenue):
                                  trigger_price=parsing.fixed(o.auxPrice) if kind == "STOP" else None))
 
     def _on_commission(self, trade: Trade, fill: Fill, report) -> None:
+        """IB's commission report, which follows each execution: the fill is published now, with it; one
+        published before its commission came (a reconciliation's) has it published on its own."""
         self._heard = time.monotonic()
         order_id = self._order_id(trade)
-        if order_id is not None:
+        if order_id is None:
+            self._foreign(fill)
+        elif fill.execution.execId in self.commission_due:
+            self.commission_due.discard(fill.execution.execId)
+            self._guarded("commissionReport", repr(report), lambda: self._emit(CommissionReported(
+                **self._stamps(), order_id=order_id, symbol=self.orders()[order_id].symbol,
+                trade_id=fill.execution.execId, commission=parsing.fixed(report.commission))))
+        else:
             self._fill(order_id, fill)
 
     def _fill(self, order_id: str, fill: Fill) -> None:
@@ -317,7 +332,21 @@ class IbVenue(RemoteVenue):
         if execution.execId in self.exec_ids:
             return
         self.exec_ids.add(execution.execId)
+        if not fill.commissionReport.execId:  # its commission report is still to come
+            self.commission_due.add(execution.execId)
         self._guarded("execDetails", repr(execution), lambda: self._emit(self._fill_event(order_id, fill)))
+
+    def _foreign(self, fill: Fill) -> None:
+        """An execution IB reports for an order foxhunt did not send (another client's, a manual one, one it
+        forgot long ago): recorded, not booked."""
+        execution = fill.execution
+        if execution.execId in self.exec_ids:
+            return
+        self.exec_ids.add(execution.execId)
+        self._emit(VenueMessageIgnored(
+            **self._stamps(), venue=self.name, raw=repr(execution)[:2000],
+            reason=f"execution {execution.execId} of an order foxhunt did not send (orderRef "
+                   f"{execution.orderRef!r}, IB order {execution.orderId}): not booked"))
 
     def _fill_event(self, order_id: str, fill: Fill) -> OrderFilled | OrderPartiallyFilled:
         """An execution of a known order, whatever the kernel believes of the order: the kernel books it
