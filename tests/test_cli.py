@@ -129,7 +129,12 @@ def test_a_bad_row_mid_file_stops_the_run_cleanly_and_is_recorded(cli_env, journ
     path.write_text("timestamp,bid,ask\n" + rows + "2020-01-01 00:01:00+00:00,nan,1.1\n")
     done = foxhunt("run", "--journal", journal_name, "--feed", f"csv:{path}", env=cli_env)
     assert done.returncode == 2 and f"{path}:52: bid: not a decimal number: 'nan'" in done.stderr
-    assert "feed error" in journal_lines(journal_name, cli_env)[-1]
+    lines = journal_lines(journal_name, cli_env)
+    # every row read before the bad one is journaled, then the error where it stood, then the stop
+    assert sum("\tQuoteTick\t" in line for line in lines) == 50
+    gap = next(line for line in lines if "\tFeedGap\t" in line)
+    assert f"{path}:52" in gap and lines.index(gap) > max(i for i, line in enumerate(lines) if "\tQuoteTick\t" in line)
+    assert "\tRunStopped\t" in lines[-1] and "feed error" in lines[-1]
     skipped = summary("run", "--journal", f"{journal_name}-skip", "--feed", f"csv:{path}", "--on-bad-row", "skip",
                       env=cli_env)
     assert skipped["stopped"] == "feed ended"

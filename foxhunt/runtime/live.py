@@ -16,7 +16,8 @@ The run ends at the end of the feed, at `max_events` feed inputs, after `duratio
 SIGINT/SIGTERM. A stop request interrupts only waiting, never the handling of an input, so an order is
 never left journaled but unsent. Every way of ending cancels the working orders first (policy
 `[run] on_stop = "cancel"`, as a journaled command) or leaves them (`"leave"`), records a `RunStopped` and
-commits everything; a feed that fails (bad input) is recorded the same way, then reported.
+commits everything; a feed that fails (bad input) ends with a FeedGap naming where and why, behind every
+input read before it, which are all handled and journaled, and the run stops the same way, then reports it.
 
 Operating it: the admin socket (runtime/console.py) is served from the same task group; its commands
 reach the loop through the urgent lane, ahead of queued market data. SIGHUP re-reads the configuration
@@ -35,7 +36,7 @@ import pwd
 import signal
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,6 +61,7 @@ from foxhunt.messages.market import MARKET_DATA_TYPES
 from foxhunt.messages.orders import OrderCanceled
 from foxhunt.messages.system import (
     AdminCommand,
+    FeedGap,
     JournalDegraded,
     JournalRecovered,
     RunStarted,
@@ -123,6 +125,13 @@ class _Control:
         self.urgent: deque[tuple[Input, Done | None]] = deque()
         self.waiting: anyio.CancelScope | None = None
         self.feed_done = False
+
+    @property
+    def stop_reason(self) -> str:
+        """Why the run stops: a request's reason, else how the feed ended."""
+        if self.reason is not None:
+            return self.reason
+        return f"feed error: {self.feed_error}" if self.feed_error is not None else "feed ended"
 
     def request_stop(self, reason: str) -> None:
         if self.reason is None:
@@ -194,7 +203,7 @@ async def run_paper(
             journal.watch_commits(ops.telemetry.on_commit)
         await _start(loop, trading, req, fingerprint, recovery)
         await _trade(loop, req, control, console, ops, cfg.run.on_stop)
-    reason = control.reason or "feed ended"
+    reason = control.stop_reason
     log.info("run_stopped", journal=req.journal, reason=reason, last_seq=journal.last_seq)
     # everything is committed now: a stop on purpose leaves a snapshot, so the next start feeds nothing
     if unsnapshotted + loop.inputs >= cfg.journal.snapshot_after > 0:
@@ -261,7 +270,7 @@ async def _trade(
         ops.notifier.ready(console.summary_line())
         log.info("ready", journal=req.journal, admin_socket=str(ops.admin.path) if ops.admin else None)
         await _consume(loop, bus, req, control, console, ops.notifier)
-        ops.notifier.stopping(f"stopping: {control.reason or 'feed ended'}")
+        ops.notifier.stopping(f"stopping: {control.stop_reason}")
         await _finish(loop, bus, req.clock, control, on_stop)
         tg.cancel_scope.cancel()
 
@@ -273,12 +282,12 @@ async def _finish(loop: TradingLoop, bus: Bus, clock: Clock, control: _Control, 
     if on_stop == "cancel" and loop.kernel.orders.open:
         await loop.submit(
             AdminCommand(ts_event=now, ts_init=now, command="cancel", args=["all"], operator_uid=os.geteuid(),
-                         operator=_user(), reason=f"stop policy on_stop=cancel: {control.reason or 'feed ended'}")
+                         operator=_user(), reason=f"stop policy on_stop=cancel: {control.stop_reason}")
         )
         if loop.venue.keeps_orders:
             await _await_cancels(loop, bus, clock)
     now = clock.now()
-    await loop.submit(RunStopped(ts_event=now, ts_init=now, reason=control.reason or "feed ended"))
+    await loop.submit(RunStopped(ts_event=now, ts_init=now, reason=control.stop_reason))
     await loop.journal.flush()
 
 
@@ -367,12 +376,22 @@ async def _run_feed(
     if feed is None:
         with publisher:
             await anyio.sleep_forever()
+    await publish_all(_until_error(feed, control), publisher, rate)
+    control.feed_ended()
+
+
+def _until_error(feed: Iterable[Input], control: _Control) -> Iterator[Input]:
+    """The feed's inputs, up to one it cannot read: that error ends the feed as its last input, a FeedGap
+    naming where and why, behind everything read before it, which the run handles and journals before it
+    stops (the run then stops as for the end of the feed, with the error as its reason)."""
+    ts = 0
     try:
-        await publish_all(feed, publisher, rate)
+        for msg in feed:
+            ts = msg.ts_init
+            yield msg
     except InputError as e:
         control.feed_error = e
-        control.request_stop(f"feed error: {e}")
-    control.feed_ended()
+        yield FeedGap(ts_event=ts, ts_init=ts, source="feed", reason=f"the feed stopped: {e}")
 
 
 async def _run_venue(

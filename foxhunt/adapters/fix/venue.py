@@ -320,10 +320,11 @@ class FixVenue(RemoteVenue):
                       "4": f"NewSeqNo={f.get(36, '?')} GapFill={f.get(123, 'N')}",
                       "5": f.get(parsing.TEXT, "")}[parsed.msg_type]
             return [self._session(ts, event=SENT_ADMIN[parsed.msg_type], detail=detail)]
-        seq = f.get(parsing.REF_SEQ_NUM, "")
-        raw = (self.engine.received_message(seq) if seq.isdigit() else None) or f"(MsgSeqNum {seq or '?'} not found in" \
-            " quickfix's message log)"
-        reason = f"refused by foxhunt's session layer: {parsing.session_reject_text(f)} (MsgSeqNum {seq or '?'})"
+        seq = f.get(parsing.REF_SEQ_NUM) or "?"
+        raw = self.engine.received_message(seq) if seq.isdigit() else None
+        reason = f"refused by foxhunt's session layer: {parsing.session_reject_text(f)} (MsgSeqNum {seq})"
+        if raw is None:
+            raw, reason = "", f"{reason}; its text is not in the last part of quickfix's message log"
         return [self._rejected(ts, f.get(parsing.REF_MSG_TYPE, "?"), reason, raw)]
 
     def _refused(self, f: dict[int, str], ts: int, reason: str) -> list[Input]:
