@@ -139,3 +139,21 @@ async def test_verify_refuses_a_snapshot_of_a_state_the_journal_does_not_lead_to
         await replay.verify(store, "j", trading)
     recovery = await replay.recover(store, "j", trading, journal[-1].seq)  # and start-up passes over it
     assert recovery.snapshot is None and "restores another state than it recorded" in recovery.skipped[0]
+
+
+async def test_a_snapshot_moved_to_another_seq_is_refused_by_start_up_and_by_verify():
+    """The review's fault: a snapshot row moved 101 inputs later was restored there, and verify passed,
+    since neither the restore nor the state digest knew the kernel's own position."""
+    store, trading, journal = await paper_journal(RISKY, n=1500)
+    inputs = [r.seq for r in journal if r.causation is None]
+    cut = inputs[len(inputs) // 3] - 1
+    later = inputs[len(inputs) // 3 + 101] - 1
+    honest = snapshots.take(restored_at(trading, journal, cut), cut, 1, trading)
+    moved = honest._replace(seq=later)
+    await store.save_snapshot("j", moved, keep=3)
+    recovery = await replay.recover(store, "j", trading, journal[-1].seq)
+    assert recovery.snapshot is None
+    assert f"snapshot at seq {later} holds the kernel as it was after seq " in recovery.skipped[0]
+    assert "it is not where it was taken" in recovery.skipped[0]
+    with pytest.raises(VerificationFailed, match=f"snapshot at seq {later} records state"):
+        await replay.verify(store, "j", trading)

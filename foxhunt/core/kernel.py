@@ -179,8 +179,10 @@ class Kernel:
         return step
 
     def state_digest(self) -> str:
-        """A short digest of everything the kernel has built up (trading state, positions, orders), to show
-        that two kernels fed the same journal (say, a restarted daemon's and a replay's) agree."""
+        """A short digest of what the kernel has built up (trading state, positions, orders, the market data
+        it trades on) and where it stands (the last input's sequence number, the run), to show that two
+        kernels fed the same journal (say, a restarted daemon's and a replay's, or a snapshot's and replay's
+        at the snapshot's seq) agree."""
         positions = [
             (p.symbol, p.quantity, p.cost, p.realized_pnl, p.commissions, p.cash)
             for _, p in sorted(self.portfolio.positions.items())
@@ -189,7 +191,9 @@ class Kernel:
                   for o in self.orders.by_id.values()]
         cancels = sorted(self.cancels_pending)
         counts = [self.orders.count, self.orders.denied]
-        state = [self.state.value, positions, orders, self.portfolio.max_drawdown, cancels, counts]
+        place = [self.seq, self.run.run_id if self.run is not None else None]
+        market = sorted(self.market.items())
+        state = [self.state.value, positions, orders, self.portfolio.max_drawdown, cancels, counts, place, market]
         return hashlib.sha256(msgspec.msgpack.encode(state)).hexdigest()[:16]
 
     def set_paused(self, strategy_id: str, paused: bool) -> None:

@@ -233,9 +233,10 @@ async def recover(
         if why is None:
             try:
                 kernel, after, used = snapshots.restore(snapshot), snapshot.seq, snapshot
+                await _in_place(store, name, kernel, snapshot)
                 break
             except snapshots.SnapshotDamaged as e:
-                why = str(e)
+                kernel, after, used, why = None, 0, None, str(e)
         skipped.append(f"snapshot at seq {snapshot.seq}: {why}")
     kernel = kernel or build_kernel(built_with)
     inputs = 0
@@ -252,6 +253,25 @@ async def recover(
         why = "; ".join(skipped) or f"there is none (take one before archiving: `foxhunt journal snapshot {name}`)"
         raise JournalArchived(f"{e}; start-up needs them or a usable snapshot after them, and {why}") from e
     return Recovery(kernel, inputs, used, skipped)
+
+
+async def _in_place(store: JournalStore, name: str, kernel: Kernel, snapshot: Snapshot) -> None:
+    """A snapshot stands after the input its kernel handled last and that input's derived events: an input
+    between them means the row was moved to a later seq, and restored there the kernel would skip it.
+    Where the journal's records up to the snapshot are archived, this cannot be checked here (verify does,
+    against the archive restored)."""
+    if kernel.seq == snapshot.seq:
+        return
+    try:
+        async with aclosing(store.read(name, kernel.seq + 1, snapshot.seq - kernel.seq, decode_derived=False)) as pages:
+            async for page in pages:
+                for record in page:
+                    if record.causation is None:
+                        raise snapshots.SnapshotDamaged(
+                            f"snapshot at seq {snapshot.seq} holds the kernel as it was after seq {kernel.seq}, and"
+                            f" input seq {record.seq} lies between: it is not where it was taken")
+    except JournalArchived:
+        return
 
 
 async def snapshot(store: JournalStore, name: str, built_with: TradingConfig) -> tuple[Snapshot, Recovery]:

@@ -142,4 +142,6 @@ def restore(snapshot: Snapshot) -> Kernel:
         raise SnapshotDamaged(f"snapshot at seq {snapshot.seq} does not unpickle: {e!r}") from e
     if type(kernel) is not Kernel or kernel.state_digest() != snapshot.state_digest:
         raise SnapshotDamaged(f"snapshot at seq {snapshot.seq} restores another state than it recorded")
+    if kernel.seq > snapshot.seq:  # a row moved to an earlier seq: restored there, inputs would be fed twice
+        raise SnapshotDamaged(f"snapshot at seq {snapshot.seq} holds the kernel as it was after seq {kernel.seq}")
     return kernel
