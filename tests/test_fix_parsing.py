@@ -95,6 +95,8 @@ def test_a_cancel_reject_names_the_order_and_the_reason():
         ("8=FIX.4.4|35=8|11=a|150=0|10=1|", "lacks required tag(s) 55"),
         ("8=FIX.4.4|35=8|11=a|150=Z|55=EURUSD|10=1|", "unknown ExecType(150) 'Z'"),
         ("8=FIX.4.4|35=8|11=a|150=F|55=EURUSD|54=1|17=E|32=lots|31=1|151=0|10=1|", "tag 32: not a decimal"),
+        ("8=FIX.4.4|35=8|11=a|150=F|55=EURUSD|54=1|17=E|32=1|31=1" + "0" * 308 + "|151=0|10=1|",
+         "tag 31: not a decimal foxhunt holds"),  # beyond int64 nanos: refused, never booked
         ("8=FIX.4.4|35=8|11=a|150=F|55=EURUSD|54=9|17=E|32=1|31=1|151=0|10=1|", "Side(54) '9'"),
     ],
 )

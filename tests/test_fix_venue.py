@@ -350,9 +350,8 @@ async def test_a_restart_continues_the_sequence_and_answers_a_resend_request(exc
         first = h.submit()
         await h.until(lambda: h.of(first, OrderFilled))
     # skip five of our sequence numbers in the persisted store: the exchange will ask us to resend them
-    (seqnums,) = (tmp_path / "store").glob("*.seqnums")
-    sender, target = (int(x) for x in seqnums.read_text().split(":"))
-    seqnums.write_text(f"{sender + 5:010d} : {target:010d}")
+    sender, _ = set_seqnums(tmp_path / "store")
+    set_seqnums(tmp_path / "store", sender=sender + 5)
     h2 = Harness(tmp_path, port)
     h2.book, h2.seq = h.book, h.seq
     async with h2.running():
@@ -569,9 +568,7 @@ async def test_an_order_the_counterparty_asks_us_to_resend_is_not_sent_twice(tmp
             await h.until(lambda: h.of(first, OrderFilled))
         ex.stop()
         # the exchange lost track of what it received from us: it will ask for everything again
-        (seqnums,) = (tmp_path / "exch-store").glob("*.seqnums")
-        sender, _ = (int(x) for x in seqnums.read_text().split(":"))
-        seqnums.write_text(f"{sender:010d} : {1:010d}")
+        set_seqnums(tmp_path / "exch-store", target=1)
         ex.start()
         h2 = Harness(tmp_path, ex.port)
         h2.book, h2.seq = h.book, h.seq
@@ -736,11 +733,13 @@ async def test_a_repeated_execution_and_a_report_after_the_end_are_published_and
     assert not [e for e in h.events if isinstance(e, VenueMessageIgnored)]
 
 
-def rewind_incoming(store: Path, to: int) -> None:
-    """Make a FIX message store expect the counterparty's messages from MsgSeqNum `to` again."""
+def set_seqnums(store: Path, sender: int | None = None, target: int | None = None) -> tuple[int, int]:
+    """Set a quickfix file store's next outgoing (`sender`) and expected incoming (`target`) MsgSeqNum, each
+    kept where None; the numbers it had."""
     (seqnums,) = store.glob("*.seqnums")
-    sender, _ = (int(x) for x in seqnums.read_text().split(":"))
-    seqnums.write_text(f"{sender:010d} : {to:010d}")
+    had = tuple(int(x) for x in seqnums.read_text().split(":"))
+    seqnums.write_text(f"{had[0] if sender is None else sender:010d} : {had[1] if target is None else target:010d}")
+    return had[0], had[1]
 
 
 @pytest.mark.parametrize(("account", "why"), [("BAD_FILL", "incorrect data format for value (373=6)"),
@@ -786,9 +785,7 @@ async def test_a_logout_foxhunt_sends_is_journaled_with_its_reason(tmp_path):
         async with h.running():
             pass
         ex.stop()
-        (seqnums,) = (tmp_path / "exch-store").glob("*.seqnums")
-        _, target = (int(x) for x in seqnums.read_text().split(":"))
-        seqnums.write_text(f"{1:010d} : {target:010d}")
+        set_seqnums(tmp_path / "exch-store", sender=1)
         ex.start()
         h2 = Harness(tmp_path, ex.port)
         async with h2.running(connect=False):

@@ -58,6 +58,14 @@ def test_only_codes_that_say_so_end_an_order(code, acknowledged, modifying, mean
     assert parsing.order_error(code, acknowledged, modifying) == meaning
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), 1e308, 1e10, "99999999999"])
+def test_what_is_no_number_foxhunt_holds_is_refused(value):
+    """A hostile broker's NaN price, infinite commission or 1e308 shares: refused at the edge, where the
+    report is journaled as rejected, never booked (int64 nanos hold 9.2 billion units)."""
+    with pytest.raises((ValueError, ArithmeticError)):
+        parsing.fixed(value)
+
+
 def test_ibs_floats_become_exact_fixed_point():
     assert parsing.fixed(1.1) == d("1.1")
     assert parsing.fixed(0.1 + 0.2) == d("0.3")  # 0.30000000000000004, rounded at the ninth decimal

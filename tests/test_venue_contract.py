@@ -62,7 +62,7 @@ class FixCounterparty:
     def restarted(self, h) -> VenueHarness:
         """A new process on the same book and message store, which asks the counterparty to resend all it
         sent since its first Logon: the execution comes again, with PossDupFlag=Y."""
-        fix_tests.rewind_incoming(self.tmp_path / "store", 2)
+        fix_tests.set_seqnums(self.tmp_path / "store", target=2)
         h2 = self.harness()
         h2.book, h2.seq = h.book, h.seq
         return h2

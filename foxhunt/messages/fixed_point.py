@@ -19,6 +19,15 @@ from typing import Final
 
 SCALE: Final = 1_000_000_000
 SCALE_DIGITS: Final = 9
+INT64_MAX: Final = 2**63 - 1  # what the risk engine's arrays hold: 9.2 billion units in nanos
+
+
+def within_int64(nanos: int, what: str) -> int:
+    """`nanos`, if the risk engine's int64 arrays can hold it; else ValueError naming `what` (a venue's
+    report of a quantity or price no instrument has, say 1e308, must be refused at the edge)."""
+    if -INT64_MAX <= nanos <= INT64_MAX:
+        return nanos
+    raise ValueError(f"{what}: {format_fixed(nanos)} is beyond what foxhunt holds (9.2 billion units)")
 
 
 def parse_fixed(text: str) -> int:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from foxhunt.messages.base import Input
-from foxhunt.messages.fixed_point import format_fixed, parse_fixed
+from foxhunt.messages.fixed_point import format_fixed, parse_fixed, within_int64
 from foxhunt.messages.orders import (
     CancelOrder,
     OrderAccepted,
@@ -198,9 +198,11 @@ def _require(f: dict[int, str], *tags: int) -> None:
 
 def _qty(f: dict[int, str], tag: int) -> int:
     try:
-        return parse_fixed(f[tag])
-    except (KeyError, ValueError) as e:
-        raise FixParseError(f"tag {tag}: not a decimal: {f.get(tag)!r}") from e
+        return within_int64(parse_fixed(f[tag]), f"tag {tag}")
+    except KeyError as e:
+        raise FixParseError(f"tag {tag}: missing") from e
+    except ValueError as e:
+        raise FixParseError(f"tag {tag}: not a decimal foxhunt holds: {f.get(tag)!r} ({e})") from e
 
 
 def _text(f: dict[int, str], code_tag: int, codes: dict[str, str]) -> str:

@@ -15,6 +15,7 @@ from decimal import Decimal
 from ib_async import Contract, Forex, Future, LimitOrder, MarketOrder, Order, Stock, StopOrder
 
 from foxhunt.messages.base import format_fixed, parse_fixed
+from foxhunt.messages.fixed_point import within_int64
 from foxhunt.messages.market import Instrument
 from foxhunt.messages.orders import OrderType, Side, SubmitOrder, TimeInForce
 
@@ -117,7 +118,8 @@ NANO = Decimal("0.000000001")
 
 def fixed(value: float | int | str) -> int:
     """An IB float as foxhunt's fixed point, by its shortest decimal text (repr), so 1.1 is 1.1 exactly;
-    digits beyond the ninth (a float sum's noise, 0.30000000000000004) are rounded half to even."""
+    digits beyond the ninth (a float sum's noise, 0.30000000000000004) are rounded half to even. NaN, an
+    infinity or a value beyond what foxhunt holds (1e308) raises ValueError or ArithmeticError."""
     if isinstance(value, str):
-        return parse_fixed(value)
-    return parse_fixed(format(Decimal(repr(float(value))).quantize(NANO), "f"))
+        return within_int64(parse_fixed(value), value)
+    return within_int64(parse_fixed(format(Decimal(repr(float(value))).quantize(NANO), "f")), repr(value))
