@@ -25,7 +25,7 @@ from foxhunt.observability import logging as fh_logging
 from foxhunt.runtime import replay
 from foxhunt.runtime.clock import EventClock, WallClock
 from foxhunt.runtime.ingest import ingest
-from foxhunt.runtime.live import RunRequest, run_paper
+from foxhunt.runtime.live import RunRequest, StartupSignals, run_paper
 
 EXIT_OK, EXIT_DIVERGED, EXIT_ERROR = 0, 1, 2
 
@@ -147,6 +147,7 @@ def _run_async(fn, *args):
 
 
 def cmd_run(args: argparse.Namespace, cfg: config.Config) -> int:
+    startup_signals = StartupSignals().install()  # before anything that opens the journal or its database
     clock = WallClock() if args.clock == "wall" else EventClock()
     instruments = cfg.trading().build_instruments()
     feed = open_feed(args.feed or cfg.run.feed, instruments, clock, args.on_bad_row)
@@ -154,7 +155,7 @@ def cmd_run(args: argparse.Namespace, cfg: config.Config) -> int:
     dsn = bootstrap.resolve_dsn(cfg)
     request = RunRequest(
         args.journal, feed, clock, args.max_events, args.duration, config_path=args.config,
-        feed_rate=getattr(feed, "rate", None),
+        feed_rate=getattr(feed, "rate", None), startup_signals=startup_signals,
     )
 
     async def go():

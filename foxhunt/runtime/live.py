@@ -91,6 +91,27 @@ class RunRequest:
     duration: float | None = None
     config_path: str | None = None  # re-read on SIGHUP
     feed_rate: float | None = None  # inputs per second (a paced feed), None: as fast as the loop takes them
+    startup_signals: StartupSignals | None = None  # a stop asked for before the run's signal watcher took over
+
+
+class StartupSignals:
+    """SIGINT and SIGTERM from the start of `foxhunt run` until the daemon's signal watcher takes them over
+    (once the journal is consistent and the run has started): recorded, not the default action (an exit
+    with nothing said). The run then starts, logs the request and stops at once, cleanly (`_watch_signals`)."""
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+
+    def install(self) -> StartupSignals:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        # recorded only: it runs between two bytecodes of whatever the main thread does, say in the middle of
+        # writing a log line, whose lock logging here would wait for for ever. `_watch_signals` logs it.
+        if self.name is None:
+            self.name = signal.Signals(signum).name
 
 
 VenueFactory = Callable[[Kernel, TradingConfig, Clock], Venue]
@@ -405,6 +426,10 @@ async def _run_venue(
 
 async def _watch_signals(control: _Control, req: RunRequest, console: Console) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        # from here on the signals come here; one that came before, during start-up, is honoured now
+        if req.startup_signals is not None and req.startup_signals.name is not None:
+            log.info("stop_requested", signal=req.startup_signals.name, during="start-up")
+            control.request_stop(f"signal {req.startup_signals.name} during start-up")
         async for signum in signals:
             name = signal.Signals(signum).name
             if signum == signal.SIGHUP:
