@@ -217,6 +217,7 @@ def test_a_stop_asked_for_during_start_up_is_honoured_once_the_journal_is_consis
 def catches_sigterm(pid: int) -> bool:
     """Whether the process has a handler of its own for SIGTERM (proc(5): SigCgt, a mask of signal numbers
     less one); Python installs none unless told."""
-    status = open(f"/proc/{pid}/status").read()
+    with open(f"/proc/{pid}/status") as f:
+        status = f.read()
     mask = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
     return bool(mask & 1 << (signal.SIGTERM - 1))
