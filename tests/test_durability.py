@@ -114,6 +114,42 @@ async def test_a_stalled_write_is_reported_and_nothing_is_lost(pg_dsn, journal_n
     assert count == last_seq == 201
 
 
+async def test_a_write_stalled_past_its_timeout_many_times_over_loses_nothing_and_ends_nothing(
+    pg_dsn, journal_name, monkeypatch
+):
+    """The review's fault: a write abandoned after write_timeout left its server session waiting on the lock
+    and holding the journal's advisory lock; the new session waited for it (its own pid) and gave up, and the
+    writer died with what it held. Now the writer ends its abandoned session and tries again, as often as
+    it takes."""
+    from foxhunt.adapters import journal_pg_writer
+
+    monkeypatch.setattr(journal_pg_writer, "DEAD_HOLDER_WAIT", 1.0)  # the wait that ran out, made short
+    store = PostgresJournalStore(pg_dsn, WriterPolicy(batch_max=50, queue_max=500, stall_after=0.2,
+                                                      write_timeout=0.5, backoff_max=0.2))
+    health: list[tuple[str | None, int]] = []
+    async with store.writer(journal_name, **META) as writer:
+        writer.watch_health(lambda reason, outage: health.append((reason, outage)))
+        writer.append(quote(1, "1.1", "1.2"))
+        await writer.flush()
+        locker = await psycopg.AsyncConnection.connect(pg_dsn)
+        await locker.execute("LOCK TABLE events IN ACCESS EXCLUSIVE MODE")  # held until rollback
+        for i in range(100):
+            writer.append(quote(2 + i, "1.1", "1.2"))
+        await anyio.sleep(4.0)  # eight write timeouts, and four times the wait for the lock's holder
+        async with await psycopg.AsyncConnection.connect(pg_dsn) as watcher:
+            cur = await watcher.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s",
+                                        ("foxhunt writer pid=%",))
+            (sessions,) = await cur.fetchone()
+        assert sessions <= 2  # the abandoned ones were ended, not left to pile up
+        await locker.rollback()
+        await locker.close()
+        with anyio.fail_after(15):
+            await writer.flush()
+    assert [reason is None for reason, _ in health] == [False, True]  # degraded once, then recovered
+    count, last_seq, _ = await anyio.to_thread.run_sync(journal_facts, pg_dsn, journal_name)
+    assert count == last_seq == 101
+
+
 @pytest.mark.parametrize("holder_alive", [False, True])
 async def test_a_restart_waits_for_a_killed_writers_lingering_session_but_not_for_a_live_writer(
     pg_dsn, journal_name, holder_alive

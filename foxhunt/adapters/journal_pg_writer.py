@@ -96,6 +96,7 @@ class PostgresJournalWriter(JournalWriter):
         self._dsn = dsn
         self._app = _application_name(os.getpid())
         self._conn: psycopg.AsyncConnection | None = None
+        self._abandoned: int | None = None  # the server pid of a session given up mid-write, to end for good
         self._rows: list[tuple] = []
         self._relieve_at = policy.batch_max  # queued rows at which `backlogged` asks the producer to yield
         self._next_seq = 1
@@ -318,7 +319,14 @@ class PostgresJournalWriter(JournalWriter):
             self._write_started = None
 
     async def _reconnect(self, delay: float) -> int:
-        """Replace the connection, with backoff, until one holds the lock; return the journal's last seq."""
+        """Replace the connection, with backoff, until one holds the lock; return the journal's last seq.
+
+        The session given up is ended on the server first (pg_terminate_backend of its own server pid): a
+        write abandoned past `write_timeout` leaves it waiting there, holding the journal's lock, and the
+        new session would otherwise wait for it in vain. Nothing here ends the process: a failure, even a
+        lock held by another writer, is logged and tried again, trading halted and the events kept."""
+        if self._conn is not None and not self._conn.closed:
+            self._abandoned = self._conn.info.backend_pid
         await self.close()
         while True:
             await anyio.sleep(delay)
@@ -329,8 +337,11 @@ class PostgresJournalWriter(JournalWriter):
                 log.warning("journal_reconnect_failed", journal=self.name, error=str(e))
                 continue
             try:
-                last_seq = await self._lock(conn)  # JournalLocked: someone took over; fatal
-            except psycopg.Error as e:
+                if self._abandoned is not None:
+                    await conn.execute("SELECT pg_terminate_backend(%s)", (self._abandoned,))
+                    self._abandoned = None
+                last_seq = await self._lock(conn)
+            except (psycopg.Error, JournalLocked) as e:
                 log.warning("journal_reconnect_failed", journal=self.name, error=_first_line(e))
                 with contextlib.suppress(psycopg.Error):
                     await conn.close()
