@@ -337,9 +337,9 @@ class PostgresJournalWriter(JournalWriter):
                 log.warning("journal_reconnect_failed", journal=self.name, error=str(e))
                 continue
             try:
-                if self._abandoned is not None:
-                    await conn.execute("SELECT pg_terminate_backend(%s)", (self._abandoned,))
-                    self._abandoned = None
+                if self._abandoned is not None:  # tried once: a role without the right waits for it instead
+                    abandoned, self._abandoned = self._abandoned, None
+                    await conn.execute("SELECT pg_terminate_backend(%s)", (abandoned,))
                 last_seq = await self._lock(conn)
             except (psycopg.Error, JournalLocked) as e:
                 log.warning("journal_reconnect_failed", journal=self.name, error=_first_line(e))
