@@ -3,6 +3,7 @@ gap-free. Against the session's real PostgreSQL, which these tests stop and lock
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -89,26 +90,34 @@ def test_the_database_going_away_halts_trading_and_the_journal_resumes_gap_free(
     assert followed == list(range(1, last_seq + 1))  # across the outage: nothing missed, nothing twice
 
 
-async def test_a_stalled_write_is_reported_and_nothing_is_lost(pg_dsn, journal_name):
-    store = PostgresJournalStore(pg_dsn, WriterPolicy(batch_max=50, queue_max=500, stall_after=0.3))
+@contextlib.asynccontextmanager
+async def stalled_writer(pg_dsn: str, name: str, policy: WriterPolicy, queued: int):
+    """A writer of `name` with one event committed, then `queued` more appended while a lock on `events` holds
+    every write back; yields it and the health reports it made. On the way out the lock is let go, and
+    everything must then commit."""
     health: list[tuple[str | None, int]] = []
-    async with store.writer(journal_name, **META) as writer:
+    async with PostgresJournalStore(pg_dsn, policy).writer(name, **META) as writer:
         writer.watch_health(lambda reason, outage: health.append((reason, outage)))
         writer.append(quote(1, "1.1", "1.2"))
         await writer.flush()
-        locker = await psycopg.AsyncConnection.connect(pg_dsn)
-        await locker.execute("LOCK TABLE events IN ACCESS EXCLUSIVE MODE")  # held until rollback
-        for i in range(200):
-            if writer.backlogged:
-                await writer.relieve()
-            writer.append(quote(2 + i, "1.1", "1.2"))
+        async with await psycopg.AsyncConnection.connect(pg_dsn) as locker:
+            await locker.execute("LOCK TABLE events IN ACCESS EXCLUSIVE MODE")  # held until rollback
+            for i in range(queued):
+                if writer.backlogged:
+                    await writer.relieve()
+                writer.append(quote(2 + i, "1.1", "1.2"))
+            yield writer, health
+            await locker.rollback()
+        with anyio.fail_after(15):
+            await writer.flush()
+
+
+async def test_a_stalled_write_is_reported_and_nothing_is_lost(pg_dsn, journal_name):
+    policy = WriterPolicy(batch_max=50, queue_max=500, stall_after=0.3)
+    async with stalled_writer(pg_dsn, journal_name, policy, 200) as (_, health):
         await anyio.sleep(1.0)
         assert [reason is not None for reason, _ in health] == [True]
         assert "has not finished after" in health[0][0]
-        await locker.rollback()
-        await locker.close()
-        with anyio.fail_after(10):
-            await writer.flush()
     assert health[-1][0] is None and health[-1][1] >= 700_000_000  # recovered, after about a second
     count, last_seq, _ = await anyio.to_thread.run_sync(journal_facts, pg_dsn, journal_name)
     assert count == last_seq == 201
@@ -124,27 +133,14 @@ async def test_a_write_stalled_past_its_timeout_many_times_over_loses_nothing_an
     from foxhunt.adapters import journal_pg_writer
 
     monkeypatch.setattr(journal_pg_writer, "DEAD_HOLDER_WAIT", 1.0)  # the wait that ran out, made short
-    store = PostgresJournalStore(pg_dsn, WriterPolicy(batch_max=50, queue_max=500, stall_after=0.2,
-                                                      write_timeout=0.5, backoff_max=0.2))
-    health: list[tuple[str | None, int]] = []
-    async with store.writer(journal_name, **META) as writer:
-        writer.watch_health(lambda reason, outage: health.append((reason, outage)))
-        writer.append(quote(1, "1.1", "1.2"))
-        await writer.flush()
-        locker = await psycopg.AsyncConnection.connect(pg_dsn)
-        await locker.execute("LOCK TABLE events IN ACCESS EXCLUSIVE MODE")  # held until rollback
-        for i in range(100):
-            writer.append(quote(2 + i, "1.1", "1.2"))
+    policy = WriterPolicy(batch_max=50, queue_max=500, stall_after=0.2, write_timeout=0.5, backoff_max=0.2)
+    async with stalled_writer(pg_dsn, journal_name, policy, 100) as (_, health):
         await anyio.sleep(4.0)  # eight write timeouts, and four times the wait for the lock's holder
         async with await psycopg.AsyncConnection.connect(pg_dsn) as watcher:
             cur = await watcher.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s",
                                         ("foxhunt writer pid=%",))
             (sessions,) = await cur.fetchone()
         assert sessions <= 2  # the abandoned ones were ended, not left to pile up
-        await locker.rollback()
-        await locker.close()
-        with anyio.fail_after(15):
-            await writer.flush()
     assert [reason is None for reason, _ in health] == [False, True]  # degraded once, then recovered
     count, last_seq, _ = await anyio.to_thread.run_sync(journal_facts, pg_dsn, journal_name)
     assert count == last_seq == 101
