@@ -269,7 +269,7 @@ class IbVenue(RemoteVenue):
         order_id = self._order_id(trade)
         self._heard = time.monotonic()
         if order_id is not None:
-            self._guarded("orderStatus", repr(trade.orderStatus), lambda: self._status(order_id, trade))
+            self._guarded("orderStatus", trade.orderStatus, lambda: self._status(order_id, trade))
         # ib_async formats the whole trade, log included, for every status it takes: kept short, a status costs
         # the same however many came before (20,000 for one order took minutes when the log grew)
         del trade.log[:-LOG_KEPT]
@@ -321,7 +321,7 @@ class IbVenue(RemoteVenue):
             self._foreign(fill)
         elif fill.execution.execId in self.commission_due:
             self.commission_due.discard(fill.execution.execId)
-            self._guarded("commissionReport", repr(report), lambda: self._emit(CommissionReported(
+            self._guarded("commissionReport", report, lambda: self._emit(CommissionReported(
                 **self._stamps(), order_id=order_id, symbol=self.orders()[order_id].symbol,
                 trade_id=fill.execution.execId, commission=parsing.fixed(report.commission))))
         else:
@@ -334,7 +334,7 @@ class IbVenue(RemoteVenue):
         self.exec_ids.add(execution.execId)
         if not fill.commissionReport.execId:  # its commission report is still to come
             self.commission_due.add(execution.execId)
-        self._guarded("execDetails", repr(execution), lambda: self._emit(self._fill_event(order_id, fill)))
+        self._guarded("execDetails", execution, lambda: self._emit(self._fill_event(order_id, fill)))
 
     def _foreign(self, fill: Fill) -> None:
         """An execution IB reports for an order foxhunt did not send (another client's, a manual one, one it
@@ -366,13 +366,14 @@ class IbVenue(RemoteVenue):
             self.closed.add(order_id)
         return event
 
-    def _guarded(self, kind: str, raw: str, handle: Callable[[], None]) -> None:
+    def _guarded(self, kind: str, message: object, handle: Callable[[], None]) -> None:
         """Handle one of IB's execution or order status messages; one that cannot be read is journaled as
-        refused with its raw fields, and trading tightens as the policy says (ib_async would swallow the
-        exception and log it only)."""
+        refused with its raw fields (`message`, formatted only then: a status comes often), and trading
+        tightens as the policy says (ib_async would swallow the exception and log it only)."""
         try:
             handle()
         except (ValueError, ArithmeticError, KeyError, TypeError, AttributeError) as e:
+            raw = repr(message)
             reason = f"foxhunt cannot read it: {type(e).__name__}: {e}"
             log.error("ib_message_rejected", kind=kind, reason=reason, raw=raw[:2000])
             self._emit(VenueMessageRejected(**self._stamps(), venue=self.name, msg_type=kind, reason=reason,
