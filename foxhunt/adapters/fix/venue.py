@@ -95,6 +95,7 @@ class FixVenue(RemoteVenue):
         self.mass_status = mass_status  # reconcile with one OrderMassStatusRequest rather than one request each
         self.ack_timeout = ack_timeout  # an order unacknowledged this long is asked about
         self.on_rejected_execution = on_rejected_execution  # where trading goes when an execution is unusable
+        self._unacknowledged: dict[str, float] = {}  # orders sent and not yet acknowledged: when (monotonic)
         self._mass_status_id: str | None = None  # the MassStatusReqID(584) whose reports are awaited
         self.cl_ord_ids: dict[str, str] = {}  # order id -> the ClOrdID the venue knows it by now
         self._requests = 0
@@ -113,7 +114,7 @@ class FixVenue(RemoteVenue):
             case SubmitOrder():
                 self.cl_ord_ids[cmd.order_id] = cmd.order_id
                 self.engine.send("D", parsing.new_order_single(cmd, self.account))
-                asyncio.get_running_loop().call_later(self.ack_timeout, self._ack_deadline, cmd.order_id)
+                self._unacknowledged[cmd.order_id] = time.monotonic()  # watched by _watch_acknowledgements
             case CancelOrder():
                 working = self._working(cmd.order_id)
                 self.engine.send("F", parsing.cancel_request(cmd, self._next_id(cmd.order_id), working))
@@ -133,7 +134,9 @@ class FixVenue(RemoteVenue):
         self.engine.start(self._receive)
         task_status.started()
         try:
-            await self.reports.pump(bus)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._watch_acknowledgements)
+                await self.reports.pump(bus)
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self.engine.stop)
@@ -280,16 +283,23 @@ class FixVenue(RemoteVenue):
                                         f"{self.reconcile_timeout} s: kept as they were"):
             self.reports.emit(msg)
 
-    def _ack_deadline(self, order_id: str) -> None:
-        """`ack_timeout` after an order was sent: if the venue has still not acknowledged it (nor answered it
-        otherwise), ask its status. Reconciliation asks anyway after a logon, so only a session that is up."""
-        order = self.orders().get(order_id)
-        if order is None or order.status is not OrderStatus.SUBMITTED or not self.connected:
-            return
-        ts = time.time_ns()
-        self.reports.emit(self._session(ts, event="status_requested",
-                                        detail=f"no acknowledgement of {order_id} within {self.ack_timeout} s"))
-        self._ask_status({order_id: order})
+    async def _watch_acknowledgements(self) -> None:
+        """Until cancelled: an order the venue has not acknowledged (nor answered otherwise) `ack_timeout`
+        after it was sent is asked about. One sweep every half of it, rather than a timer per order on the
+        order's way out. Reconciliation asks anyway after a logon, so only a session that is up asks here."""
+        while True:
+            await anyio.sleep(self.ack_timeout / 2)
+            now, orders = time.monotonic(), self.orders()
+            for order_id, sent in list(self._unacknowledged.items()):
+                order = orders.get(order_id)
+                if order is not None and order.status is OrderStatus.SUBMITTED and now - sent < self.ack_timeout:
+                    continue  # still in time
+                del self._unacknowledged[order_id]
+                if order is not None and order.status is OrderStatus.SUBMITTED and self.connected:
+                    self.reports.emit(self._session(time.time_ns(), event="status_requested",
+                                                    detail=f"no acknowledgement of {order_id} within "
+                                                           f"{self.ack_timeout} s"))
+                    self._ask_status({order_id: order})
 
     def _admin(self, parsed: parsing.Parsed, ts: int) -> list[Input]:
         f = parsed.fields
