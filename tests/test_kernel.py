@@ -337,7 +337,7 @@ def test_repeated_executions_halt_trading():
     from foxhunt.messages.orders import OrderPartiallyFilled
     from tests.fakes import INSTRUMENTS
 
-    k = Kernel(INSTRUMENTS, [], PreTradeRisk(RiskLimits(max_repeated_executions=2), INSTRUMENTS))
+    k = Kernel(INSTRUMENTS, [], PreTradeRisk(RiskLimits(max_repeated_executions=3), INSTRUMENTS))
     k.handle(1, quote(10, "1.09990", "1.10010"))
     k.requests.append(SubmitOrder(ts_event=10, ts_init=10, order_id="b", strategy_id="s", symbol="EURUSD",
                                   side=Side.BUY, order_type=OrderType.MARKET, quantity=d("10000")))
@@ -356,7 +356,7 @@ def test_a_breaker_halt_is_the_kill_switch_and_cancels_working_orders():
     from foxhunt.messages.orders import OrderPartiallyFilled
     from tests.fakes import INSTRUMENTS
 
-    k = Kernel(INSTRUMENTS, [], PreTradeRisk(RiskLimits(max_repeated_executions=0), INSTRUMENTS))
+    k = Kernel(INSTRUMENTS, [], PreTradeRisk(RiskLimits(max_repeated_executions=1), INSTRUMENTS))
     k.handle(1, quote(10, "1.09990", "1.10010"))
     k.requests.append(SubmitOrder(ts_event=10, ts_init=10, order_id="b", strategy_id="s", symbol="EURUSD",
                                   side=Side.BUY, order_type=OrderType.MARKET, quantity=d("10000")))

@@ -45,7 +45,7 @@ EVENTS = {
         **T, order_id="o", symbol="X", side=Side.BUY, trade_id="t", last_qty=1, last_price=5, leaves_qty=9
     ),
     OrderFilled: OrderFilled(
-        **T, order_id="o", symbol="X", side=Side.BUY, trade_id="t", last_qty=1, last_price=5, leaves_qty=0
+        **T, order_id="o", symbol="X", side=Side.BUY, trade_id="t", last_qty=10, last_price=5, leaves_qty=0
     ),
 }
 

@@ -29,53 +29,93 @@ def maybe(strategy):
     return st.one_of(st.just(UNL), strategy)
 
 
+# what the engine may hold: any int64 above its minimum (the kernel refuses positions and prices beyond
+# +-UNLIMITED), drawn from the whole range and its edges as well as from everyday sizes
+WIDE = st.one_of(st.integers(-UNL, UNL), st.sampled_from([-UNL, -UNL + 1, -1, 0, 1, UNL - 1, UNL, 2**62, 10**18]))
+
+
+def wide_or(strategy):
+    return st.one_of(strategy, strategy, WIDE)
+
+
 @st.composite
 def cases(draw):
-    lot, tick = draw(st.sampled_from([1 * B, 1000 * B])), draw(st.sampled_from([10**4, 10**6]))
+    lot, tick = draw(st.sampled_from([1 * B, 1000 * B, 1])), draw(st.sampled_from([10**4, 10**6, 1]))
     limits = dict(
-        lot=lot, tick=tick, mult=draw(st.sampled_from([1, 50])),
-        min_qty=draw(st.integers(0, 5)) * lot, max_qty=draw(maybe(st.integers(1, 50).map(lambda n: n * lot))),
-        max_notional_lt=draw(maybe(st.integers(0, 10**9))), collar_bps=draw(maybe(st.integers(0, 2000))),
-        collar_ticks=draw(maybe(st.integers(0, 500))), max_long=draw(maybe(st.integers(0, 100).map(lambda n: n * lot))),
-        max_short=draw(maybe(st.integers(0, 100).map(lambda n: n * lot))), max_open_orders=draw(maybe(st.integers(0, 5))),
-        max_open_qty=draw(maybe(st.integers(0, 100).map(lambda n: n * lot))),
+        lot=lot, tick=tick, mult=draw(st.sampled_from([1, 50, 10**6])),
+        min_qty=draw(wide_or(st.integers(0, 5).map(lambda n: n * lot)).map(abs)),
+        max_qty=draw(maybe(wide_or(st.integers(1, 50).map(lambda n: n * lot)).map(abs))),
+        max_notional_lt=draw(maybe(wide_or(st.integers(0, 10**9)).map(abs))),
+        collar_bps=draw(maybe(st.one_of(st.integers(0, 2000), st.integers(0, 1_000_000)))),
+        collar_ticks=draw(maybe(wide_or(st.integers(0, 500)).map(abs))),
+        max_long=draw(maybe(wide_or(st.integers(0, 100).map(lambda n: n * lot)).map(abs))),
+        max_short=draw(maybe(wide_or(st.integers(0, 100).map(lambda n: n * lot)).map(abs))),
+        max_open_orders=draw(maybe(st.integers(0, 5))),
+        max_open_qty=draw(maybe(wide_or(st.integers(0, 100).map(lambda n: n * lot)).map(abs))),
         ref_max_age=draw(maybe(st.integers(0, 10**10))), restricted=draw(st.sampled_from(list(RESTRICTED))),
         paused=draw(st.sampled_from([0, 0, 0, 26, 27])),
     )
-    account = dict(max_gross=draw(st.sampled_from([float("inf"), 1e3, 1e6, 5e7])),
-                   max_net=draw(st.sampled_from([float("inf"), 1e3, 1e6])),
+    account = dict(max_gross=draw(st.sampled_from([float("inf"), 1e3, 1e6, 5e7, 1e30])),
+                   max_net=draw(st.sampled_from([float("inf"), 1e3, 1e6, 1e30])),
                    credit=draw(st.sampled_from([float("inf"), 1e4, 1e6, 1e8])))
     has_price = draw(st.booleans())
-    order = dict(side=draw(st.sampled_from([1, -1])), qty=draw(st.integers(-1, 60)) * lot + draw(st.sampled_from([0, 0, 0, 7])),
-                 price=draw(st.integers(1, 3 * 10**5)) * tick + draw(st.sampled_from([0, 0, 3])) if has_price else None,
+    qty = draw(wide_or(st.integers(-1, 60).map(lambda n: n * lot + draw(st.sampled_from([0, 0, 0, 7])))))
+    order = dict(side=draw(st.sampled_from([1, -1])), qty=qty,
+                 price=draw(wide_or(st.integers(1, 3 * 10**5).map(lambda n: n * tick + draw(st.sampled_from([0, 0, 3])))))
+                 if has_price else None,
                  reduce_only=draw(st.booleans()))
-    state = dict(position=draw(st.integers(-60, 60)) * lot, open_buy=draw(st.integers(0, 30)) * lot,
-                 open_sell=draw(st.integers(0, 30)) * lot, open_orders=draw(st.integers(0, 6)),
-                 ref=draw(st.sampled_from([0, 1]) .map(lambda z: z * draw(st.integers(1, 3 * 10**5)) * tick)),
+    order["total"] = rc._held(draw(st.sampled_from([qty, qty, qty + lot, 2 * qty])))
+    ref = draw(st.sampled_from([0, 1])) * draw(wide_or(st.integers(1, 3 * 10**5).map(lambda n: n * tick)).map(abs))
+    order["value_price"] = order["price"] if has_price else rc._held(ref + draw(st.integers(0, 10**6)))
+    position = wide_or(st.integers(-60, 60).map(lambda n: n * lot)).map(lambda p: max(-(2**62), min(2**62, p)))
+    state = dict(position=draw(position),  # the kernel holds positions within +-2**62
+                 open_buy=draw(wide_or(st.integers(0, 30).map(lambda n: n * lot)).map(abs)),
+                 open_sell=draw(wide_or(st.integers(0, 30).map(lambda n: n * lot)).map(abs)),
+                 open_orders=draw(st.integers(0, 6)), ref=ref,
                  ref_age=draw(st.integers(0, 2 * 10**10)), trading=draw(st.sampled_from(list(TRADING))),
-                 gross=draw(st.floats(0, 1e7)), net=draw(st.floats(-1e7, 1e7)))
-    state["credit_used"] = state["gross"] + draw(st.floats(0, 1e6))
+                 credit_used=draw(st.floats(0, 1e7)))
+    others = [(draw(position), draw(st.integers(0, 30)) * B,
+               draw(st.integers(0, 30)) * B, draw(st.integers(0, 3 * 10**5)) * 10**4, draw(st.sampled_from([1, 50])))
+              for _ in range(draw(st.integers(0, 2)))]
+    book = others[:]
+    book.insert(draw(st.integers(0, len(others))), None)
+    state["book"] = book
     return limits, account, order, state
 
 
 def run_kernel(limits, account, order, state):
-    row = np.array([limits[k] for k in ("lot", "tick", "mult", "min_qty", "max_qty", "max_notional_lt", "collar_bps",
-                                        "collar_ticks", "max_long", "max_short", "max_open_orders", "max_open_qty",
-                                        "ref_max_age")] + [limits["restricted"], limits["paused"]]
-                   + [state["position"], state["open_buy"], state["open_sell"], state["open_orders"], 0, 0, 0], dtype=np.int64)
-    engine = rc.engine_state(np.array([account["max_gross"], account["max_net"], account["credit"], 0.0, 0.0]), [row],
+    def row_of(limit_values, position, open_buy, open_sell, open_orders, mark):
+        return np.array(limit_values + [position, open_buy, open_sell, open_orders, 0, 0, 0, mark], dtype=np.int64)
+
+    unlimited_row = [UNL] * (rc.L_PAUSED + 1)
+    rows, row_at = [], rc.E_ROWS
+    for i, other in enumerate(state["book"]):
+        if other is None:
+            row_at = rc.E_ROWS + i * rc.ROW_FIELDS
+            rows.append(row_of([limits[k] for k in (
+                "lot", "tick", "mult", "min_qty", "max_qty", "max_notional_lt", "collar_bps", "collar_ticks",
+                "max_long", "max_short", "max_open_orders", "max_open_qty", "ref_max_age")]
+                + [limits["restricted"], limits["paused"]], state["position"], state["open_buy"], state["open_sell"],
+                state["open_orders"], 0))
+        else:
+            position, buys, sells, mark, mult = other
+            limit_values = unlimited_row[:]
+            limit_values[rc.L_MULT] = mult
+            rows.append(row_of(limit_values, position, buys, sells, 1, mark))
+    engine = rc.engine_state(np.array([account["max_gross"], account["max_net"], account["credit"], 0.0, 0.0]), rows,
                              FLOW_OFF)
     code = rc.kernels().check_order_nb(
-        engine, rc.E_ROWS, order["side"], order["qty"], order["price"] or 0, order["price"] is not None,
-        order["reduce_only"], state["ref"], state["ref_age"], 0, 0, 0, state["trading"], state["gross"], state["net"],
-        state["credit_used"], 0, 0, 0,
+        engine, row_at, order["side"], order["qty"], order["total"], order["price"] or 0, order["price"] is not None,
+        order["reduce_only"], state["ref"], state["ref_age"], 0, 0, 0, state["trading"], state["credit_used"],
+        order["value_price"], 0, 0, 0,
     )
     return rc.REASONS.get(code, "OK"), engine[rc.E_ACCOUNT : rc.E_ROWS].view(np.float64)[rc.A_VALUE :]
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=4000, deadline=None)
 @given(cases())
 def test_the_compiled_kernel_agrees_with_its_plain_python_twin(case):
+    """Over the whole int64 range: no sum or product in the kernel wraps."""
     limits, account, order, state = case
     name, out = run_kernel(limits, account, order, state)
     twin_limits = {**limits, "restricted": RESTRICTED[limits["restricted"]]}
@@ -116,8 +156,10 @@ def fresh(**limits) -> Kernel:
          "PRICE_COLLAR_PCT: price_away=0.01101 reference=1.1"),
         (dict(max_position_long=Decimal(3000)), ("3000",), ("4000",), "MAX_POSITION_LONG: worst_case=4000 limit=3000"),
         (dict(max_open_qty=Decimal(2000)), ("2000",), ("3000",), "MAX_OPEN_QTY: open_qty=3000 limit=2000"),
-        (dict(max_gross_exposure=Decimal(1100)), ("1000", "1.10000"), ("1000", "1.10001"),
-         "MAX_GROSS_EXPOSURE: value=1100.01 limit=1100.00"),
+        # exposure is valued at the reference price (1.1), whatever the order's limit
+        (dict(max_gross_exposure=Decimal(2200)), ("2000", "1.10001"), ("3000", "1.10000"),
+         "MAX_GROSS_EXPOSURE: value=3300.00 limit=2200.00"),
+        (dict(max_net_exposure=Decimal(2200)), ("2000",), ("3000",), "MAX_NET_EXPOSURE: value=3300.00 limit=2200.00"),
         (dict(credit_limit=Decimal(1100)), ("1000", "1.10000"), ("1000", "1.10001"), "CREDIT_LIMIT: value=1100.01 limit=1100.00"),
     ],
 )
@@ -244,7 +286,7 @@ def test_the_flow_checks_agree_with_their_plain_python_twin(case):
     flow[rc.F_ORDER_WINDOW], flow[rc.F_MSG_WINDOW] = limits["order_window"] * ms, limits["msg_window"] * ms
     if limits["dup_slots"]:
         flow[rc.F_DUP_WINDOW] = limits["dup_window"] * ms
-        flow = np.concatenate([flow[: len(flow) - 2 * 64], np.zeros(2 * limits["dup_slots"], np.int64)])
+        flow = np.concatenate([flow[: len(flow) - 2 * flow[rc.F_DUP_SLOTS]], np.zeros(2 * limits["dup_slots"], np.int64)])
         flow[rc.F_DUP_SLOTS] = limits["dup_slots"]
     twin = rc.FlowPy(limits["order_limit"], limits["order_window"] * ms, limits["msg_limit"],
                      limits["msg_window"] * ms, limits["dup_window"] * ms, limits["dup_slots"])
@@ -261,8 +303,8 @@ def test_the_flow_checks_agree_with_their_plain_python_twin(case):
             continue
         _, now, side, price, terms, own_bid, own_ask = action
         row[rc.S_OWN_BID], row[rc.S_OWN_ASK] = own_bid, own_ask
-        code = k.check_order_nb(engine, rc.E_ROWS, side, 1, price or 0, price is not None, 0, 100, 0, 0, 0, 0,
-                                rc.ACTIVE, 0.0, 0.0, 0.0, now * ms, terms, 0)
+        code = k.check_order_nb(engine, rc.E_ROWS, side, 1, 1, price or 0, price is not None, 0, 100, 0, 0, 0, 0,
+                                rc.ACTIVE, 0.0, 100, now * ms, terms, 0)
         key = (side, terms, price or 0)  # what the kernel's duplicate key is made of, in this test
         assert rc.REASONS.get(code, "OK") == twin.check(side, price, now * ms, key, own_bid, own_ask), action
 

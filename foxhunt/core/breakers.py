@@ -3,7 +3,7 @@
 - Daily loss: equity (realised plus unrealised PnL, minus commissions) down more than `max_daily_loss`
   since the first mark of the UTC day (event time).
 - Drawdown: equity down more than `max_drawdown` from its peak.
-- Repeated executions: more than `max_repeated_executions` fills of one symbol and side inside
+- Repeated executions: `max_repeated_executions` fills of one symbol and side inside
   `repeated_execution_window_ms`: a strategy hitting the market again and again is halted.
 
 A tripped equity breaker asks for REDUCING or HALTED (`breaker_action`); the repeated-execution throttle
@@ -66,9 +66,9 @@ class Breakers:
         recent.append(ts)
         while recent and ts - recent[0] >= self.fill_window:
             recent.popleft()
-        if len(recent) > self.max_fills:
+        if len(recent) >= self.max_fills:
             recent.clear()
-            return (f"repeated executions: {self.max_fills + 1} fills of {symbol} {side.value} within"
+            return (f"repeated executions: {self.max_fills} fills of {symbol} {side.value} within"
                     f" {self.fill_window // 1_000_000} ms")
         return None
 

@@ -16,11 +16,12 @@ import msgspec
 from foxhunt.core.operator import Operator
 from foxhunt.core.orders import Order, Orders, booked, duplicate, refusal
 from foxhunt.core.portfolio import Portfolio, Position
-from foxhunt.core.risk import PreTradeRisk
+from foxhunt.core.risk import PreTradeRisk, reference_price
 from foxhunt.core.safeguards import Safeguards
 from foxhunt.core.step import Step
 from foxhunt.core.strategy import Strategy, StrategyContext
-from foxhunt.messages.base import Derived, Input
+from foxhunt.messages.base import Derived, Input, format_fixed
+from foxhunt.messages.fixed_point import INT64_MAX
 from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import (
     CancelOrder,
@@ -37,10 +38,13 @@ from foxhunt.messages.orders import (
     OrderRejected,
     OrderReplaced,
     OrderReportRefused,
-    OrdersUncertain,
     OrderSubmitted,
+    OrdersUncertain,
+    OrderType,
     ReplaceOrder,
+    Side,
     SubmitOrder,
+    TimeInForce,
 )
 from foxhunt.messages.system import (
     AdminCommand,
@@ -81,8 +85,18 @@ _SEVERITY = {TradingState.ACTIVE: 0, TradingState.REDUCING: 1, TradingState.HALT
 # execution id by the venue's cumulative quantity; an order's status after a fill follows its quantities
 # (reports out of order); a fill of no quantity or price, or beyond its order's limit, is refused; a
 # VenueMessageRejected tightens trading as the venue's policy asks; a CommissionReported after its fill is
-# booked once.
-BEHAVIOUR = 4
+# booked once. 5 (the gate under hostile inputs): exposure, credit and VaR count working orders, and an
+# order reduces only with the working orders on its side; market orders are worth their collar-bounded
+# price; a malformed request, an order whose prices do not fit its type, a replace beyond the order-size
+# limits on its total are denied; a fill off the lot, beyond the collar (no limit) or past the position
+# bound, and an unrequested replace, are refused; a final fill short of the quantity leaves the order
+# working; limit changes carry the throttles' windows over; max_repeated_executions fills halt (was one
+# more); market data priced at or below zero or past int64 is flagged.
+BEHAVIOUR = 5
+
+
+PRICE_MAX = INT64_MAX  # market data priced above it (or at or below 0) is flagged, not traded on
+POSITION_MAX = 2**62  # a fill that would take a position beyond +-this is refused: the engine's sums stay exact
 
 
 class KernelError(Exception):
@@ -105,6 +119,9 @@ class Kernel:
         # working orders whose cancel is asked for and not yet answered, with the cancel's reason: held
         # while the venue is down, and asked again once it is back (a cancel lost with the connection)
         self.cancels_pending: dict[str, str] = {}
+        # working orders whose replace went to the venue and is not yet answered: a venue's OrderReplaced is
+        # admitted only for one of them, and only on terms that were asked for
+        self.replaces_pending: dict[str, ReplaceOrder] = {}
         self.seed: int | None = None
         self.run: RunStarted | None = None  # the start of the run the inputs are of
         self.state_before_journal_halt: TradingState | None = None
@@ -168,9 +185,15 @@ class Kernel:
         handler = self._handlers.get(type(msg))
         if handler is None:
             raise KernelError(f"kernel does not handle {type(msg).__name__}")
-        handler(msg)
-        if self.requests:
-            self._drain_requests()
+        try:
+            handler(msg)
+            if self.requests:
+                self._drain_requests()
+        except BaseException:  # a bug (every input the kernel can meet is handled): nothing of it stays behind
+            derived.clear()
+            self._commands.clear()
+            self.requests.clear()
+            raise
         if not derived:
             return _NOTHING
         step = Step(derived.copy(), self._commands.copy())
@@ -189,7 +212,7 @@ class Kernel:
         ]
         orders = [(o.order_id, o.status.value, o.filled_qty, o.quantity, o.price, o.uncertain)
                   for o in self.orders.by_id.values()]
-        cancels = sorted(self.cancels_pending)
+        cancels = sorted(self.cancels_pending), sorted(self.replaces_pending)
         counts = [self.orders.count, self.orders.denied]
         place = [self.seq, self.run.run_id if self.run is not None else None]
         market = sorted(self.market.items())
@@ -207,6 +230,9 @@ class Kernel:
         limits = self.gate.limits
         self.portfolio.set_track_gross(limits.max_gross_exposure is not None or limits.credit_limit is not None)
         self.safeguards.follow_limits()
+        if self.gate.exposure_on:  # the marks the account's exposure is valued at, from now on kept current
+            for symbol, data in self.market.items():
+                self.gate.on_reference(symbol, reference_price(data, 0)[0])
 
     def emit(self, event: Derived) -> None:
         """Record a derived event of the input being handled (for the kernel's helpers)."""
@@ -220,7 +246,7 @@ class Kernel:
 
     def _on_quote(self, q: QuoteTick) -> None:
         bid, ask, symbol = q.bid, q.ask, q.symbol
-        if bid >= ask or bid <= 0:
+        if bid >= ask or bid <= 0 or ask > PRICE_MAX:
             reason = "crossed quote" if bid > ask else ("locked quote" if bid == ask else "bad price")
             self._derived.append(
                 MarketDataFlagged(ts_event=q.ts_event, ts_init=q.ts_init, symbol=symbol, reason=reason)
@@ -228,13 +254,20 @@ class Kernel:
             return
         self.market[symbol] = q
         self.portfolio.mark(symbol, (bid + ask) // 2)
+        if self.gate.exposure_on:
+            self.gate.on_reference(symbol, (bid + ask) // 2)
         if self.safeguards.active:
             self.safeguards.on_mark(symbol, (bid + ask) / 2e9, q)
         for on_quote, ctx in self._quote_handlers:
             on_quote(q, ctx)
 
     def _on_trade(self, trade: TradeTick) -> None:
+        if not 0 < trade.price <= PRICE_MAX:
+            self._flag_price(trade, trade.price)
+            return
         self.market[trade.symbol] = trade
+        if self.gate.exposure_on:
+            self.gate.on_reference(trade.symbol, trade.price)
         for s in self.running:
             s.on_trade(trade, self.contexts[s.strategy_id])
 
@@ -244,12 +277,21 @@ class Kernel:
 
     def _on_bar(self, bar: Bar) -> None:
         # a bar of one side is still the best mark there is (a bid bar is what a long could sell at)
+        if not 0 < bar.close <= PRICE_MAX:
+            self._flag_price(bar, bar.close)
+            return
         self.market[bar.symbol] = bar
         self.portfolio.mark(bar.symbol, bar.close)
+        if self.gate.exposure_on:
+            self.gate.on_reference(bar.symbol, bar.close)
         if self.safeguards.active:
             self.safeguards.on_mark(bar.symbol, bar.close / 1e9, bar)
         for s in self.running:
             s.on_bar(bar, self.contexts[s.strategy_id])
+
+    def _flag_price(self, data: Bar | TradeTick, price: int) -> None:
+        self._derived.append(MarketDataFlagged(ts_event=data.ts_event, ts_init=data.ts_init, symbol=data.symbol,
+                                               reason=f"bad price {price}"))
 
     # --- orders ----------------------------------------------------------------------------------
 
@@ -260,6 +302,8 @@ class Kernel:
         self.orders.apply_to(order, event)
         if not order.is_open or type(event) is OrderCancelRejected and not event.replace:  # moot, or refused
             self.cancels_pending.pop(order.order_id, None)
+        if not order.is_open or type(event) is OrderReplaced or type(event) is OrderCancelRejected and event.replace:
+            self.replaces_pending.pop(order.order_id, None)
         if was_open or order.is_open:
             self.gate.on_order(order, was_open, leaves, price)
         for strategy, ctx in self._by_strategy.get(order.strategy_id, ()):
@@ -270,14 +314,53 @@ class Kernel:
         refused. A refused fill also halts trading (the kill switch): money moved at the venue that the
         positions cannot show."""
         reason = refusal(order, report)
+        kind = type(report)
+        if not reason and (kind is OrderFilled or kind is OrderPartiallyFilled):
+            reason = self._fill_value_problem(cast(Order, order), cast(OrderFilled, report))
+        elif not reason and kind is OrderReplaced:
+            reason = self._replace_problem(cast(Order, order), cast(OrderReplaced, report))
         if not reason:
             return True
         self.emit(OrderReportRefused(ts_event=report.ts_event, ts_init=report.ts_init, order_id=report.order_id,
-                                     symbol=report.symbol, report=type(report).__name__, reason=reason))
-        if type(report) is OrderFilled or type(report) is OrderPartiallyFilled:
+                                     symbol=report.symbol, report=kind.__name__, reason=reason))
+        if kind is OrderFilled or kind is OrderPartiallyFilled:
             fill = cast(OrderFilled, report)
             self.tighten(TradingState.HALTED, fill, f"fill {fill.trade_id} of order {fill.order_id} refused: {reason}")
+        elif kind is OrderReplaced and order is not None:
+            cause = f"order {order.order_id} replaced unasked: {reason}"
+            self.tighten(TradingState.HALTED, cast(OrderReplaced, report), cause)
         return False
+
+    def _fill_value_problem(self, order: Order, fill: OrderFilled) -> str:
+        """Why a fill the order's lifecycle allows cannot be booked as it stands: a quantity off the lot, a
+        price off the collar around the reference (an order without a limit, which the collar bounds), or a
+        position beyond what the engine holds ("" if none)."""
+        inst = self.instruments[order.symbol]
+        if fill.last_qty % inst.lot_size:
+            return f"fill of {format_fixed(fill.last_qty)} is not a multiple of the lot {format_fixed(inst.lot_size)}"
+        if order.order_type is not OrderType.LIMIT:
+            beyond = self.gate.beyond_collar(order.symbol, fill.last_price, reference_price(
+                self.market.get(order.symbol), 0)[0])
+            if beyond:
+                return f"fill at {format_fixed(fill.last_price)}: {beyond}"
+        pos = self.portfolio.positions.get(order.symbol)
+        held = pos.quantity if pos is not None else 0
+        after = held + fill.last_qty if fill.side is Side.BUY else held - fill.last_qty
+        if not -POSITION_MAX <= after <= POSITION_MAX:
+            return f"the position would be {format_fixed(after)}, beyond what foxhunt holds"
+        return ""
+
+    def _replace_problem(self, order: Order, replaced: OrderReplaced) -> str:
+        """Why a venue's replace cannot be the order's new terms: no replace of it was asked for, or its
+        quantity is below what has filled or above what was asked ("" if none)."""
+        asked = self.replaces_pending.get(order.order_id)
+        if asked is None:
+            return "no replace of the order was asked for"
+        most = max(order.quantity, asked.quantity if asked.quantity is not None else order.quantity)
+        if not order.filled_qty <= replaced.quantity <= most:
+            return (f"quantity {format_fixed(replaced.quantity)} is outside {format_fixed(order.filled_qty)} (filled)"
+                    f" to {format_fixed(most)} (asked)")
+        return ""
 
     def _on_report(self, report: OrderEvent) -> None:
         """A venue's report of one of our orders, other than a fill."""
@@ -385,8 +468,14 @@ class Kernel:
         for _ in range(MAX_ROUNDS):
             requests, self.requests = self.requests, []
             for cmd in requests:
+                problem = malformed(cmd)
+                if problem:  # recorded as it can be journaled, and denied with what was wrong
+                    cmd = _sanitized(cmd)
                 self._derived.append(cmd)
                 kind = type(cmd)
+                if problem:
+                    self._deny_malformed(cmd, problem)
+                    continue
                 if kind is SubmitOrder:
                     self._submit(cast(SubmitOrder, cmd))
                 elif kind is CancelOrder:
@@ -399,6 +488,11 @@ class Kernel:
                 return
         raise KernelError(f"input {self.seq} still produced requests after {MAX_ROUNDS} rounds")
 
+    def _deny_malformed(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder, problem: str) -> None:
+        if type(cmd) is SubmitOrder and cmd.order_id not in self.orders.by_id:
+            self.orders.add(Order.from_command(cast(SubmitOrder, cmd)))
+        self._verdict(cmd, ("MALFORMED_REQUEST", problem))
+
     def _submit(self, cmd: SubmitOrder) -> None:
         order = Order.from_command(cmd)
         self.orders.add(order)
@@ -410,7 +504,10 @@ class Kernel:
         self._verdict(cmd, denial)
 
     def _cancel(self, cmd: CancelOrder) -> None:
-        order = self.orders.get(cmd.order_id)
+        order = self.orders.by_id.get(cmd.order_id)
+        if order is None:
+            self._verdict(cmd, ("UNKNOWN_ORDER", f"order_id={cmd.order_id}"))
+            return
         if not order.is_open:
             self._verdict(cmd, ("ORDER_NOT_OPEN", f"status={order.status.value}"))
             return
@@ -423,7 +520,10 @@ class Kernel:
             self._commands.append(cmd)
 
     def _replace(self, cmd: ReplaceOrder) -> None:
-        order = self.orders.get(cmd.order_id)
+        order = self.orders.by_id.get(cmd.order_id)
+        if order is None:
+            self._verdict(cmd, ("UNKNOWN_ORDER", f"order_id={cmd.order_id}"))
+            return
         denial = ("ORDER_NOT_OPEN", f"status={order.status.value}") if not order.is_open else None
         if denial is None and self.venues_down:  # not held: its terms may be stale by the time it is back
             denial = ("VENUE_DISCONNECTED", ",".join(sorted(self.venues_down)))
@@ -432,6 +532,7 @@ class Kernel:
         if denial is not None:
             self._verdict(cmd, denial)
         else:
+            self.replaces_pending[order.order_id] = cmd
             self._commands.append(cmd)
 
     def _verdict(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder, denial: tuple[str, str] | None) -> None:
@@ -444,7 +545,9 @@ class Kernel:
             event = OrderDenied(ts_event=cmd.ts_event, ts_init=cmd.ts_init, order_id=cmd.order_id,
                                 symbol=cmd.symbol, reason=denial[0], detail=denial[1])
         self._derived.append(event)
-        self._on_order_event(event, self.orders.get(cmd.order_id))
+        order = self.orders.by_id.get(cmd.order_id)
+        if order is not None:  # a cancel or replace naming no order is denied, and that is all
+            self._on_order_event(event, order)
 
     # --- system ----------------------------------------------------------------------------------
 
@@ -477,6 +580,52 @@ class Kernel:
             )
         )
         self.state = state
+
+
+# What a request must hold to be journaled and checked, field by field: (field, what it must be, what a
+# request that holds something else is recorded with). A strategy builds its requests itself, so the kernel
+# checks them: a float, NaN or out-of-range quantity, a price of the wrong type, is a denial that names it
+# (MALFORMED_REQUEST), never an exception out of the kernel nor a journal row that cannot be read back.
+def _int64(value: object) -> bool:
+    return type(value) is int and -INT64_MAX <= cast(int, value) <= INT64_MAX
+
+
+def _optional(check: Callable[[object], bool]) -> Callable[[object], bool]:
+    return lambda value: value is None or check(value)
+
+
+def _kind(cls: type) -> Callable[[object], bool]:
+    return lambda value: type(value) is cls
+
+
+_REQUEST_FIELDS: dict[type, tuple[tuple[str, Callable[[object], bool], object], ...]] = {
+    SubmitOrder: (
+        ("order_id", _kind(str), "?"), ("strategy_id", _kind(str), "?"), ("symbol", _kind(str), "?"),
+        ("side", _kind(Side), Side.BUY), ("order_type", _kind(OrderType), OrderType.MARKET),
+        ("quantity", _int64, 0), ("price", _optional(_int64), None), ("trigger_price", _optional(_int64), None),
+        ("time_in_force", _kind(TimeInForce), TimeInForce.GTC), ("reduce_only", _kind(bool), False),
+        ("edge_win_prob", _optional(_kind(float)), None), ("edge_payoff", _optional(_kind(float)), None),
+    ),
+    CancelOrder: (("order_id", _kind(str), "?"), ("symbol", _kind(str), "?"), ("reason", _kind(str), "")),
+    ReplaceOrder: (
+        ("order_id", _kind(str), "?"), ("symbol", _kind(str), "?"), ("quantity", _optional(_int64), None),
+        ("price", _optional(_int64), None), ("trigger_price", _optional(_int64), None),
+    ),
+}
+
+
+def malformed(cmd: object) -> str:
+    """What of a request cannot be journaled or checked as it stands ("" if nothing)."""
+    fields = _REQUEST_FIELDS.get(type(cmd), ())
+    bad = [f"{name}={getattr(cmd, name)!r}" for name, ok, _ in fields if not ok(getattr(cmd, name))]
+    return "" if not bad else f"not a valid {type(cmd).__name__}: " + ", ".join(bad)
+
+
+def _sanitized(cmd: SubmitOrder | CancelOrder | ReplaceOrder) -> SubmitOrder | CancelOrder | ReplaceOrder:
+    """The request with each field it cannot hold replaced by a neutral value (what was there is in the
+    denial's detail)."""
+    fixes = {name: stand_in for name, ok, stand_in in _REQUEST_FIELDS[type(cmd)] if not ok(getattr(cmd, name))}
+    return msgspec.structs.replace(cmd, **fixes)
 
 
 def _ignore(msg: Input) -> None:

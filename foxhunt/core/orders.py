@@ -152,11 +152,10 @@ class Order:
                 self.covered_qty = max(self.covered_qty, fill.cum_qty)
             # Reports may arrive out of order (a resend, a reconciliation racing a live report): the
             # quantities, not the report's kind, say whether anything is left. An order is filled once all
-            # of it is, and still partly filled while the venue's CumQty says executions are yet to come.
-            if self.filled_qty == self.quantity:
-                self.status = S.FILLED
-            elif fill.cum_qty is not None and fill.cum_qty > self.filled_qty:
-                self.status = S.PARTIALLY_FILLED
+            # of it is, and partly filled until then.
+            # A report that calls itself final while part of the order is unfilled leaves the order working
+            # for the rest, until the venue says what became of it.
+            self.status = S.FILLED if self.filled_qty == self.quantity else S.PARTIALLY_FILLED
         elif kind is OrderAccepted:
             self.venue_order_id = cast(OrderAccepted, event).venue_order_id
         elif kind is OrderReplaced:

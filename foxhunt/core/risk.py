@@ -4,11 +4,21 @@ One compiled kernel call per order (core/risk_checks.py) checks, in this order, 
 naming the denial: trading state (HALTED, REDUCING), restricted list (no trade, reduce only), reduce-only
 orders, lot and tick conformity, minimum and maximum quantity, reference price present and fresh, maximum
 notional, price collars (basis points and ticks around the reference price), position limits long and
-short including working orders, open orders and open quantity, the account's gross and net exposure and
-credit (positions at market plus working orders), the order and message throttles, duplicate orders and
-self-match prevention. An order that reduces a position is not held back by position, exposure or credit
-limits. Then, if configured, the portfolio gate (core/risk_var.py): the book's historical VaR and expected
-shortfall after the order. Breakers and the repeated-execution throttle act on the trading state, not on
+short including working orders, open orders and open quantity, the account's gross and net exposure (each
+instrument's worst long and worst short, position plus working buys and position less working sells, at
+its reference price) and credit (positions at market plus working orders at their prices, an order
+without a limit at the reference moved by the collar), the order and message throttles, duplicate orders
+and self-match prevention. An order that, with the working orders on its side, cannot take its position
+past flat is not held back by position, exposure or credit limits. Then, if configured, the portfolio gate
+(core/risk_var.py): the book's historical VaR and expected shortfall after the order, each instrument
+held as if its working orders had filled. Each order of an input is checked against what the ones before
+it left. Before all of it, an order's prices must fit its type (a limit price for a limit order, a trigger
+for a stop, whose trigger is then checked as a limit's price is).
+
+Nothing an order carries can wrap the int64 arithmetic: the compiled check holds every sum and product at
+int64's maximum (exact against every limit), no order is larger than QTY_MAX and all working orders of an
+instrument together no larger than OPEN_QTY_MAX, and every limit has a range (`_RANGES`): a value outside
+it, or not finite, is a configuration error that changes nothing. Breakers and the repeated-execution throttle act on the trading state, not on
 single orders, the volatility and price-band breakers pause single instruments (orders priced outside
 an instrument's band are denied), and the market-wide breaker halts
 everything on a reference index's decline (core/breakers.py). Orders that carry the strategy's edge
@@ -28,7 +38,7 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import msgspec
 import numpy as np
@@ -105,17 +115,54 @@ class RiskLimits(InstrumentRisk, frozen=True, kw_only=True, forbid_unknown_field
     instruments: dict[str, InstrumentRisk] = {}
 
     def __post_init__(self) -> None:
-        for name in ("max_orders_per_window", "max_messages_per_second"):
-            value = getattr(self, name)
-            if value is not None and not 0 <= value <= 100_000:
-                raise ValueError(f"{name} must be between 0 and 100000, got {value}")
-        if self.order_window_ms <= 0:
-            raise ValueError(f"order_window_ms must be positive, got {self.order_window_ms}")
+        problems = _out_of_range(self)
+        for symbol, override in self.instruments.items():
+            problems += [f"instruments.{symbol}.{p}" for p in _out_of_range(override)]
+        if problems:
+            raise ValueError("; ".join(problems))
         levels = self.market_halt_levels_pct
         if len(levels) != 3 or not 0 < levels[0] < levels[1] < levels[2] < 100:
             raise ValueError(f"market_halt_levels_pct needs three rising percentages under 100, got {levels}")
-        if not 0 < self.var_confidence < 1 or self.var_window < 2 or self.var_sample_ms <= 0:
-            raise ValueError("needs 0 < var_confidence < 1, var_window >= 2 and var_sample_ms > 0")
+
+
+# The range of every limit: a value outside it (negative, not finite, or so large that the int64 checks
+# could not hold it) is a configuration error, named, never a limit the engine half applies. Quantities
+# are at most a billion units (QTY_MAX nanos), money at most 10**15, rates and counts as below.
+QTY_MAX = 10**18
+OPEN_QTY_MAX = 4 * 10**18
+_MONEY_MAX = Decimal(10**15)
+_RANGES: dict[str, tuple[Any, Any]] = {
+    **{name: (Decimal(0), Decimal(QTY_MAX) / SCALE) for name in (
+        "max_order_qty", "min_order_qty", "max_position_long", "max_position_short", "max_open_qty")},
+    **{name: (Decimal(0), _MONEY_MAX) for name in (
+        "max_order_notional", "max_gross_exposure", "max_net_exposure", "credit_limit", "max_var",
+        "max_expected_shortfall", "kelly_capital", "max_daily_loss", "max_drawdown")},
+    "collar_bps": (0, 1_000_000), "collar_ticks": (0, 10**9), "max_open_orders": (0, 1_000_000),
+    "reference_max_age_ms": (0, 10**10), "max_realized_vol_bps": (0, 1_000_000), "band_tier": (1, 2),
+    "max_orders_per_window": (0, 100_000), "order_window_ms": (1, 86_400_000),
+    "max_messages_per_second": (0, 100_000), "duplicate_window_ms": (1, 86_400_000),
+    "var_window": (2, 100_000), "var_sample_ms": (1, 86_400_000), "kelly_multiplier": (0.0, 10.0),
+    "kelly_max_leverage": (0.0, 100.0), "market_halt_minutes": (1, 1440), "band_reference_minutes": (1, 1440),
+    "band_pause_seconds": (1, 86_400), "band_pause_minutes": (1, 1440), "band_utc_offset_minutes": (-1440, 1440),
+    "vol_window": (2, 100_000), "vol_sample_ms": (1, 86_400_000), "max_repeated_executions": (1, 1_000_000),
+    "repeated_execution_window_ms": (1, 86_400_000),
+}
+
+
+def _out_of_range(limits: InstrumentRisk) -> list[str]:
+    """What of `limits` is out of its range (_RANGES) or not finite, as `name=value (why)`."""
+    problems = []
+    for name, (low, high) in _RANGES.items():
+        value = getattr(limits, name, None)
+        if value is None or isinstance(value, bool):
+            continue
+        finite = value.is_finite() if isinstance(value, Decimal) else math.isfinite(value)
+        if not finite or not low <= value <= high:
+            problems.append(f"{name}={value} (must be a finite number from {low} to {high})")
+    confidence = getattr(limits, "var_confidence", 0.5)
+    if not (math.isfinite(confidence) and 0 < confidence < 1):
+        problems.append(f"var_confidence={confidence} (must be between 0 and 1)")
+    return problems
 
 
 class Denial(NamedTuple):
@@ -146,16 +193,19 @@ def limit_row(defaults: RiskLimits, inst: Instrument) -> np.ndarray:
     row = np.full(rc.ROW_FIELDS, rc.UNLIMITED, dtype=np.int64)
     row[rc.L_LOT], row[rc.L_TICK], row[rc.L_MULT] = inst.lot_size, inst.tick_size, inst.multiplier
     row[rc.L_MIN_QTY] = 0 if pick("min_order_qty") is None else nanos(pick("min_order_qty"))
-    row[rc.L_MAX_QTY] = _limit_or_off(pick("max_order_qty"))
+    # no order is larger than QTY_MAX, nor are all working orders together larger than OPEN_QTY_MAX, so that
+    # the engine's sums of working quantities stay far inside int64
+    row[rc.L_MAX_QTY] = min(_limit_or_off(pick("max_order_qty")), QTY_MAX)
     notional = pick("max_order_notional")
     if notional is not None:  # money nanos = lots*lot * ticks*tick * multiplier / SCALE, so in lots times ticks:
-        row[rc.L_MAX_NOTIONAL_LT] = nanos(notional) * SCALE // (inst.lot_size * inst.tick_size * inst.multiplier)
+        lots_ticks = nanos(notional) * SCALE // (inst.lot_size * inst.tick_size * inst.multiplier)
+        row[rc.L_MAX_NOTIONAL_LT] = min(lots_ticks, rc.UNLIMITED)
     row[rc.L_COLLAR_BPS] = _limit_or_off(pick("collar_bps"), int)
     row[rc.L_COLLAR_TICKS] = _limit_or_off(pick("collar_ticks"), int)
     row[rc.L_MAX_LONG] = _limit_or_off(pick("max_position_long"))
     row[rc.L_MAX_SHORT] = _limit_or_off(pick("max_position_short"))
     row[rc.L_MAX_OPEN_ORDERS] = _limit_or_off(pick("max_open_orders"), int)
-    row[rc.L_MAX_OPEN_QTY] = _limit_or_off(pick("max_open_qty"))
+    row[rc.L_MAX_OPEN_QTY] = min(_limit_or_off(pick("max_open_qty")), OPEN_QTY_MAX)
     row[rc.L_REF_MAX_AGE] = _limit_or_off(pick("reference_max_age_ms"), lambda ms: ms * 1_000_000)
     row[rc.L_RESTRICTED] = _RESTRICTED[pick("restricted")]
     row[rc.L_PAUSED :] = 0  # no pause, and the state of an instrument with no orders and no position
@@ -177,43 +227,45 @@ class PreTradeRisk:
         self.configure(limits)
         # our resting limit prices per symbol, price -> number of orders, for self-match prevention
         self.resting = {symbol: ({}, {}) for symbol in instruments}
-        self.working_value = 0.0
+        self.working_value = 0.0  # the working orders' worth, money: their prices, or `worth`
+        self.worth: dict[str, int] = {}  # order id -> the price a working order without a limit is valued at
+        self._worth = 0  # the last check's
 
     def configure(self, limits: RiskLimits) -> None:
-        """Take new limits; working orders stay counted, and the throttles' windows survive unless their
-        sizes changed."""
+        """Take new limits, in full, from the input that sets them: working orders stay counted, and what the
+        throttles' and the duplicate check's windows hold is carried over (the newest entries a smaller ring
+        can hold), so tightening a limit never grants a fresh budget. ValueError, naming what is wrong,
+        changes nothing."""
         unknown = sorted(set(limits.instruments) - set(self.instruments))
         if unknown:
             raise ValueError(f"risk limits for instruments that are not configured: {', '.join(unknown)}")
         if limits.market_index is not None and limits.market_index not in self.instruments:
             raise ValueError(f"market_index {limits.market_index!r} is not a configured instrument")
-        self.limits = limits
         rows = {symbol: limit_row(limits, inst) for symbol, inst in self.instruments.items()}
         for symbol, row in self.rows.items():  # a breaker's pause and the instrument's state are not limits
             rows[symbol][rc.L_PAUSED :] = row[rc.L_PAUSED :]
         off = float("inf")
         account = [off if v is None else float(v) for v in
                    (limits.max_gross_exposure, limits.max_net_exposure, limits.credit_limit)] + [0.0, 0.0]
-        flow = flow_state(limits)
-        sizes = [rc.F_ORDER_LIMIT, rc.F_ORDER_WINDOW, rc.F_MSG_LIMIT, rc.F_MSG_WINDOW, rc.F_DUP_WINDOW, rc.F_DUP_SLOTS]
-        if flow.size == self.flow.size and (flow[sizes] == self.flow[sizes]).all():  # the windows survive
-            flow[rc.F_HEADER :] = self.flow[rc.F_HEADER :]
-            for head in (rc.F_ORDER_HEAD, rc.F_MSG_HEAD, rc.F_DUP_HEAD):
-                flow[head] = self.flow[head]
+        flow = carry_flow(self.flow, flow_state(limits)) if self.flow.size else flow_state(limits)
         symbols = sorted(self.instruments)
         for i, symbol in enumerate(symbols):
             rows[symbol][rc.S_INSTRUMENT] = i
-        # the check's one array, and views into it for the engine's own updates
+        book_var = self.book_var
+        if limits.max_var is not None or limits.max_expected_shortfall is not None:
+            book_var = (BookVar(symbols, limits.var_window, limits.var_sample_ms * 1_000_000, limits.var_confidence)
+                        if book_var is None else book_var.reconfigured(
+                            limits.var_window, limits.var_sample_ms * 1_000_000, limits.var_confidence))
+        # nothing above changed the engine: from here on, the new limits apply in full
+        self.limits = limits
         self.engine = rc.engine_state(np.array(account), [rows[s] for s in symbols], flow)
         self.row_at = {s: rc.E_ROWS + i * rc.ROW_FIELDS for i, s in enumerate(symbols)}
         self._views()
+        self.book_var = book_var
         self.kelly_capital = None if limits.kelly_capital is None else float(limits.kelly_capital)
         self.max_var = None if limits.max_var is None else float(limits.max_var)
         self.max_es = None if limits.max_expected_shortfall is None else float(limits.max_expected_shortfall)
-        if (self.max_var is not None or self.max_es is not None) and self.book_var is None:
-            self.book_var = BookVar(
-                sorted(self.instruments), limits.var_window, limits.var_sample_ms * 1_000_000, limits.var_confidence
-            )
+        self.exposure_on = limits.max_gross_exposure is not None or limits.max_net_exposure is not None
 
     def _views(self) -> None:
         """The views into the engine's one array that the engine updates it through."""
@@ -275,23 +327,28 @@ class PreTradeRisk:
         previous = node.get(keys[-1])
         node[keys[-1]] = None if text in ("off", "none") else text
         try:
-            limits = msgspec.convert(raw, RiskLimits, strict=False)
-        except msgspec.ValidationError as e:
+            self.configure(msgspec.convert(raw, RiskLimits, strict=False))
+        except (msgspec.ValidationError, ValueError) as e:
             raise ValueError(f"risk limit {name}={text!r}: {e}") from None
-        self.configure(limits)
         return ("off" if previous is None else str(previous)), text
 
     # --- checks ----------------------------------------------------------------------------------
 
     def check_submit(self, cmd: SubmitOrder, kernel: Kernel) -> Denial | None:
+        kind = cmd.order_type
+        if (cmd.price is None) is (kind is _LIMIT) or (cmd.trigger_price is None) is (kind is _STOP):
+            return Denial("INVALID_ORDER_TERMS", terms_problem(kind, cmd.price, cmd.trigger_price))
+        priced = cmd.price if kind is _LIMIT else cmd.trigger_price  # a stop's trigger
         band = self.bands.get(cmd.symbol)
-        if band is not None and cmd.price is not None and not band[0] <= cmd.price <= band[1]:
-            return Denial("PRICE_OUTSIDE_BAND", f"price={format_fixed(cmd.price)} band={format_fixed(band[0])}-"
+        if band is not None and priced is not None and not band[0] <= priced <= band[1]:
+            return Denial("PRICE_OUTSIDE_BAND", f"price={format_fixed(priced)} band={format_fixed(band[0])}-"
                                                 f"{format_fixed(band[1])}")
-        denial = self._check(cmd.symbol, cmd.side, cmd.quantity, cmd.price, cmd.reduce_only, kernel, 0, 0, 0,
-                             _TERMS[cmd.order_type] + _TIFS[cmd.time_in_force], cmd.trigger_price or 0)
+        denial = self._check(cmd.symbol, cmd.side, cmd.quantity, cmd.quantity, priced, cmd.reduce_only, kernel,
+                             0, 0, 0, _TERMS[cmd.order_type] + _TIFS[cmd.time_in_force], cmd.trigger_price or 0)
         if denial is None and self.kelly_capital is not None and cmd.edge_win_prob is not None:
-            return self._check_kelly(cmd, kernel)
+            denial = self._check_kelly(cmd, kernel)
+        if denial is None and kind is not _LIMIT:
+            self.worth[cmd.order_id] = self._worth
         return denial
 
     def _check_kelly(self, cmd: SubmitOrder, kernel: Kernel) -> Denial | None:
@@ -314,18 +371,26 @@ class PreTradeRisk:
         self.record_message(self.flow, now)
 
     def check_replace(self, cmd: ReplaceOrder, order: Order, kernel: Kernel) -> Denial | None:
-        """A replace is checked as the order it would become, in place of the order it replaces."""
-        qty = order.quantity if cmd.quantity is None else cmd.quantity
+        """A replace is checked as the order it would become, in place of the order it replaces: its new
+        total quantity against the order-size limits, what would be left of it against the rest."""
         price = order.price if cmd.price is None else cmd.price
+        trigger = order.trigger_price if cmd.trigger_price is None else cmd.trigger_price
+        problem = terms_problem(order.order_type, price, trigger)
+        if problem:
+            return Denial("INVALID_ORDER_TERMS", problem)
+        total = order.quantity if cmd.quantity is None else cmd.quantity
+        if total <= order.filled_qty:
+            return Denial("REPLACE_BELOW_FILLED", f"qty={format_fixed(total)} filled={format_fixed(order.filled_qty)}")
         leaves = order.leaves_qty if order.is_open else 0
         buy, sell = (leaves, 0) if order.side is Side.BUY else (0, leaves)
+        priced = price if order.order_type is OrderType.LIMIT else trigger
         return self._check(
-            cmd.symbol, order.side, qty - order.filled_qty, price, order.reduce_only, kernel, buy, sell,
+            cmd.symbol, order.side, total - order.filled_qty, total, priced, order.reduce_only, kernel, buy, sell,
             int(order.is_open), 0, 0,
         )
 
     def _check(
-        self, symbol, side, qty, price, reduce_only, kernel, less_buy, less_sell, less_count, terms, trigger
+        self, symbol, side, qty, total, price, reduce_only, kernel, less_buy, less_sell, less_count, terms, trigger
     ) -> Denial | None:
         row_at = self.row_at.get(symbol)
         if row_at is None:
@@ -337,19 +402,39 @@ class PreTradeRisk:
         else:
             ref = (last.bid + last.ask) // 2 if type(last) is QuoteTick else last.close if type(last) is Bar else last.price
             age = now - last.ts_event
-        portfolio = kernel.portfolio
-        gross = portfolio.gross_exposure / SCALE
+        # what an order is worth for credit: its price, or (a market or stop order) the worst price the
+        # collar lets it trade at above the reference
+        worth = self._worth = price if price is not None else min(ref + self._collar_room(symbol, ref), rc.UNLIMITED)
+        credit_used = kernel.portfolio.gross_exposure / SCALE + self.working_value
         code = self.check(
-            self.engine, row_at, 1 if side is _BUY else -1, qty, price or 0, price is not None,
-            reduce_only, ref, age, less_buy, less_sell, less_count, _STATES[kernel.state], gross,
-            portfolio.net_exposure / SCALE, gross + self.working_value, now, terms, trigger,
+            self.engine, row_at, 1 if side is _BUY else -1, qty, total, price or 0, price is not None,
+            reduce_only, ref, age, less_buy, less_sell, less_count, _STATES[kernel.state], credit_used, worth,
+            now, terms, trigger,
         )
         if code != rc.OK:
             return Denial(rc.REASONS[code], self._detail(code, symbol))
         if self.book_var is not None:
             signed = qty if side is _BUY else -qty
-            return self._check_var(symbol, signed / SCALE * self.instruments[symbol].multiplier)
+            denial = self._check_var(symbol, signed / SCALE * self.instruments[symbol].multiplier)
+            if denial is not None:
+                return denial
         return None
+
+    def beyond_collar(self, symbol: str, price: int, ref: int) -> str:
+        """Why `price` lies beyond the instrument's collars around the reference `ref` ("" if it does not,
+        or there is no reference or no collar): what bounds a fill of an order without a limit."""
+        cells = self.cells[symbol]
+        bps, ticks, tick = cells[rc.L_COLLAR_BPS], cells[rc.L_COLLAR_TICKS], cells[rc.L_TICK]
+        away = abs(price - ref)
+        if ref > 0 and bps != rc.UNLIMITED and away * 10_000 > ref * bps:
+            return f"{format_fixed(away)} from the reference {format_fixed(ref)}, beyond the collar of {bps} bps"
+        if ref > 0 and ticks != rc.UNLIMITED and away > ticks * tick:
+            return f"{format_fixed(away)} from the reference {format_fixed(ref)}, beyond the collar of {ticks} ticks"
+        return ""
+
+    def _collar_room(self, symbol: str, ref: int) -> int:
+        bps = self.cells[symbol][rc.L_COLLAR_BPS]
+        return 0 if bps == rc.UNLIMITED else ref * bps // 10_000
 
     def _check_var(self, symbol: str, delta_units: float) -> Denial | None:
         result = self.book_var.check(symbol, delta_units)
@@ -371,36 +456,51 @@ class PreTradeRisk:
     def on_position(self, symbol: str, quantity: int) -> None:
         self.cells[symbol][rc.S_POSITION] = quantity
         if self.book_var is not None:
-            self.book_var.on_position(symbol, quantity / SCALE * self.instruments[symbol].multiplier)
+            self._var_exposure(symbol)
+
+    def _var_exposure(self, symbol: str) -> None:
+        """The VaR book holds each instrument as if its working orders had filled: position plus working buys
+        less working sells."""
+        cells = self.cells[symbol]
+        units = (cells[rc.S_POSITION] + cells[rc.S_OPEN_BUY] - cells[rc.S_OPEN_SELL]) / SCALE
+        self.book_var.on_position(symbol, units * self.instruments[symbol].multiplier)
+
+    def on_reference(self, symbol: str, price: int) -> None:
+        """The instrument's reference price, for the account's exposure (while its limits are on)."""
+        self.cells[symbol][rc.S_MARK] = price
 
     # --- state ---------------------------------------------------------------------------------
 
     def on_order(self, order: Order, was_open: bool, leaves_before: int, price_before: int | None) -> None:
         """Keep working quantities, counts, value and our best resting prices in step with an order's change.
-        Each element of the engine's row is written only when it changes (an acknowledgement changes none)."""
+        Each element of the engine's row is written only when it changes (an acknowledgement changes none).
+        An order without a price is worth what the check valued it at (`worth`)."""
         symbol, buy, is_open = order.symbol, order.side is _BUY, order.is_open
         cells = self.cells[symbol]
         leaves = order.leaves_qty if is_open else 0
         moved = leaves - (leaves_before if was_open else 0)
         if moved:
             cells[rc.S_OPEN_BUY if buy else rc.S_OPEN_SELL] += moved
+            if self.book_var is not None:
+                self._var_exposure(symbol)
         if is_open is not was_open:
             cells[rc.S_OPEN_ORDERS] += 1 if is_open else -1
-        if price_before is None and order.price is None:
-            return  # an order without a price is worth 0.0 here and rests at no price
         mult = self.instruments[symbol].multiplier
+        worth = self.worth.get(order.order_id)
         limit = order.order_type is OrderType.LIMIT
         resting = self.resting[symbol][0 if buy else 1]
         if was_open:  # the value out and back in, as two steps: float sums must come out as they always have
-            self.working_value -= _value(leaves_before, price_before, mult)
+            self.working_value -= _value(leaves_before, price_before if worth is None else worth, mult)
             if price_before is not None and limit:
                 resting[price_before] -= 1
                 if not resting[price_before]:
                     del resting[price_before]
         if is_open:
-            self.working_value += _value(leaves, order.price, mult)
+            self.working_value += _value(leaves, order.price if worth is None else worth, mult)
             if order.price is not None and limit:
                 resting[order.price] = resting.get(order.price, 0) + 1
+        elif worth is not None:
+            del self.worth[order.order_id]
         if limit:
             cells[rc.S_OWN_BID if buy else rc.S_OWN_ASK] = (max(resting) if buy else min(resting)) if resting else 0
 
@@ -452,14 +552,30 @@ _DETAIL = {
 # an order's type and time in force as one nonzero number, for the duplicate key (risk_checks.py)
 _TERMS = {t: 8 * (i + 1) for i, t in enumerate(OrderType)}
 _TIFS = {t: i for i, t in enumerate(TimeInForce)}
+_LIMIT, _STOP = OrderType.LIMIT, OrderType.STOP
 _BUY = Side.BUY  # a module global: `Side.BUY` is an attribute lookup on the Enum class, 0.1 us in the order path
 _STATES = {TradingState.ACTIVE: rc.ACTIVE, TradingState.REDUCING: rc.REDUCING, TradingState.HALTED: rc.HALTED}
 
 
+def terms_problem(order_type: OrderType, price: int | None, trigger: int | None) -> str:
+    """What is wrong with an order's prices for its type ("" if nothing): a limit order has a limit price,
+    a stop order a trigger price, a market order neither; only a stop has a trigger."""
+    if (price is not None) != (order_type is OrderType.LIMIT):
+        return f"a {order_type.value} order {'needs a' if price is None else 'takes no'} limit price"
+    if (trigger is not None) != (order_type is OrderType.STOP):
+        return f"a {order_type.value} order {'needs a' if trigger is None else 'takes no'} trigger price"
+    return ""
+
+
 def flow_state(limits: RiskLimits) -> np.ndarray:
-    """The kernel's account flow array: limits and rings for the throttles and the duplicate check."""
+    """The kernel's account flow array: limits and rings for the throttles and the duplicate check. The
+    duplicate ring holds as many orders as the order throttle lets through in the duplicate window (at
+    least 64; 4,096 when the throttle is off), so an order's twin cannot slip past it inside its window."""
     orders, messages = limits.max_orders_per_window, limits.max_messages_per_second
-    slots = 64 if limits.duplicate_window_ms is not None else 0
+    slots = 0
+    if limits.duplicate_window_ms is not None:
+        windows = -(-limits.duplicate_window_ms // limits.order_window_ms)  # order windows one duplicate window spans
+        slots = 4096 if orders is None else max(64, min(orders * windows, 1_000_000))
     size = rc.F_HEADER + (orders or 0) + (messages or 0) + 2 * slots
     flow = np.zeros(size, dtype=np.int64)
     flow[rc.F_ORDER_LIMIT] = rc.UNLIMITED if orders is None else orders
@@ -470,6 +586,40 @@ def flow_state(limits: RiskLimits) -> np.ndarray:
     flow[rc.F_DUP_SLOTS] = slots
     flow[rc.F_SELF_MATCH] = int(limits.self_match_prevention)
     return flow
+
+
+# the flow's rings: where each says its size and its head, and how many numbers an entry is
+_RINGS = ((rc.F_ORDER_LIMIT, rc.F_ORDER_HEAD, 1), (rc.F_MSG_LIMIT, rc.F_MSG_HEAD, 1), (rc.F_DUP_SLOTS, rc.F_DUP_HEAD, 2))
+
+
+def _rings(flow: np.ndarray) -> list[list[int]]:
+    """The flow's three rings as lists, oldest first: order times, message times, and (key, time) pairs
+    flattened (empty where a ring is off)."""
+    out = []
+    at = rc.F_HEADER
+    for limit_at, head_at, width in _RINGS:
+        size = 0 if flow[limit_at] == rc.UNLIMITED else int(flow[limit_at])
+        head = int(flow[head_at])
+        entries = [flow[at + width * ((head + i) % size) : at + width * ((head + i) % size) + width].tolist()
+                   for i in range(size)] if size else []
+        out.append([value for entry in entries if entry[-1] != 0 for value in entry])  # used slots, oldest first
+        at += width * size
+    return out
+
+
+def carry_flow(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """`new`'s limits with what `old`'s rings hold: the newest entries that each new ring has room for,
+    oldest first, so a throttle that was tightened counts the orders already in its window."""
+    at = rc.F_HEADER
+    for (limit_at, head_at, width), kept in zip(
+        _RINGS, _rings(old),
+    ):
+        size = 0 if new[limit_at] == rc.UNLIMITED else int(new[limit_at])
+        kept = kept[len(kept) - width * size :] if size else []
+        new[at : at + len(kept)] = kept
+        new[head_at] = len(kept) // width % size if size else 0
+        at += width * size
+    return new
 
 
 def reference_price(last: QuoteTick | Bar | TradeTick | None, now: int) -> tuple[int, int]:

@@ -66,7 +66,8 @@ L_REF_MAX_AGE, L_RESTRICTED, L_PAUSED = 12, 13, 14  # L_PAUSED: a breaker's reas
 # position, working buy and sell quantity and order count, our best resting buy and sell limit price (0: none).
 S_POSITION, S_OPEN_BUY, S_OPEN_SELL, S_OPEN_ORDERS, S_OWN_BID, S_OWN_ASK = 15, 16, 17, 18, 19, 20
 S_INSTRUMENT = 21  # the instrument's number (its place among the sorted symbols), part of the duplicate key
-ROW_FIELDS = 22
+S_MARK = 22  # the instrument's last reference price, for the account's exposure (kept while its limits are on)
+ROW_FIELDS = 23
 # The account's flow state (int64): rings of recent order times, message times, and (key, time) of recent
 # orders for the duplicate check, with their limits. A ring holds as many entries as its limit allows.
 F_ORDER_LIMIT, F_ORDER_WINDOW, F_ORDER_HEAD = 0, 1, 2
@@ -113,18 +114,30 @@ def engine_state(account: np.ndarray, rows: list[np.ndarray], flow: np.ndarray) 
 
 
 def check_order_nb(
-    engine, row_at, side, qty, price, has_price, reduce_only, ref, ref_age, less_buy, less_sell, less_orders,
-    state, gross, net, credit_used, now, terms, trigger,
+    engine, row_at, side, qty, total, price, has_price, reduce_only, ref, ref_age, less_buy, less_sell, less_orders,
+    state, credit_used, value_price, now, terms, trigger,
 ):
-    """`row_at`: where the instrument's row starts in `engine`. `less_*`: working quantity and orders not to
-    count (a replace is checked in place of its order). `terms`: the order's type and time in force as one
-    nonzero number, or 0 for an order that the duplicate check skips (a replace)."""
+    """`row_at`: where the instrument's row starts in `engine`. `qty`: the quantity the order adds to what
+    is working; `total`: the order's whole quantity, which the order-size limits apply to (a replace's
+    remaining quantity and its new total; a new order's are the same). `less_*`: working quantity and orders
+    not to count (a replace is checked in place of its order). `credit_used`: the account's positions at
+    market plus its working orders, money; `value_price`: the price the order is valued at for credit (its
+    limit, or a market order's reference bounded by the collar). `terms`: the order's type and time in force
+    as one nonzero number, or 0 for an order that the duplicate check skips (a replace).
+
+    No sum or product can wrap: quantities and prices are int64 nanos that may reach int64's maximum, so
+    every sum and product of them is held at +-UNLIMITED (`_add_nb`, `_mul_nb`, `_scaled_nb`), which keeps
+    every comparison with a limit exact (an UNLIMITED limit is off)."""
     lim = engine[row_at : row_at + ROW_FIELDS]
     acct = out = engine[E_ACCOUNT:E_ROWS].view(np.float64)
     flow = engine[engine[E_FLOW_AT] :]
     position = lim[S_POSITION]
     open_buy, open_sell, open_orders = lim[S_OPEN_BUY] - less_buy, lim[S_OPEN_SELL] - less_sell, lim[S_OPEN_ORDERS] - less_orders
-    reduces = position != 0 and (position > 0) == (side < 0) and qty <= abs(position)  # by side: qty may be 0
+    # an order reduces the position when, with the working orders on its side, it cannot take it past flat
+    if side > 0:
+        reduces = position < 0 and _add_nb(open_buy, qty) <= -position
+    else:
+        reduces = position > 0 and _add_nb(open_sell, qty) <= position
     if state == HALTED:
         return 1
     if lim[L_RESTRICTED] == NO_TRADE:
@@ -137,17 +150,17 @@ def check_order_nb(
         return 4
     if reduce_only != 0 and not reduces:
         return 5
-    if qty <= 0 or qty % lim[L_LOT] != 0:
-        out[A_VALUE], out[A_LIMIT] = qty, lim[L_LOT]
+    if qty <= 0 or qty % lim[L_LOT] != 0 or total % lim[L_LOT] != 0:
+        out[A_VALUE], out[A_LIMIT] = (qty if qty <= 0 or qty % lim[L_LOT] != 0 else total), lim[L_LOT]
         return 6
     if has_price != 0 and (price <= 0 or price % lim[L_TICK] != 0):
         out[A_VALUE], out[A_LIMIT] = price, lim[L_TICK]
         return 7
-    if qty < lim[L_MIN_QTY]:
-        out[A_VALUE], out[A_LIMIT] = qty, lim[L_MIN_QTY]
+    if total < lim[L_MIN_QTY]:
+        out[A_VALUE], out[A_LIMIT] = total, lim[L_MIN_QTY]
         return 8
-    if qty > lim[L_MAX_QTY]:
-        out[A_VALUE], out[A_LIMIT] = qty, lim[L_MAX_QTY]
+    if total > lim[L_MAX_QTY]:
+        out[A_VALUE], out[A_LIMIT] = total, lim[L_MAX_QTY]
         return 9
     needs_ref = has_price == 0 or lim[L_COLLAR_BPS] != UNLIMITED or lim[L_COLLAR_TICKS] != UNLIMITED
     if needs_ref and ref <= 0:
@@ -156,51 +169,110 @@ def check_order_nb(
         out[A_VALUE], out[A_LIMIT] = ref_age, lim[L_REF_MAX_AGE]
         return 11
     at = price if has_price != 0 else ref
-    price_ticks = (at + lim[L_TICK] - 1) // lim[L_TICK]  # a reference mid between ticks rounds up
-    lots_ticks = (qty // lim[L_LOT]) * price_ticks
+    price_ticks = at // lim[L_TICK] + (1 if at % lim[L_TICK] != 0 else 0)  # a reference mid between ticks rounds up
+    lots_ticks = _mul_nb(total // lim[L_LOT], price_ticks)
     if lots_ticks > lim[L_MAX_NOTIONAL_LT]:
         out[A_VALUE], out[A_LIMIT] = lots_ticks, lim[L_MAX_NOTIONAL_LT]
         return 12
     if has_price != 0 and ref > 0:
         away = abs(price - ref)
-        if lim[L_COLLAR_BPS] != UNLIMITED and away * 10_000 > ref * lim[L_COLLAR_BPS]:
+        # away * 10_000 > ref * bps, exactly: for an integer, away > x is away > floor(x)
+        if lim[L_COLLAR_BPS] != UNLIMITED and away > _scaled_nb(ref, lim[L_COLLAR_BPS], 10_000):
             out[A_VALUE], out[A_LIMIT] = away, ref
             return 13
-        if lim[L_COLLAR_TICKS] != UNLIMITED and away > lim[L_COLLAR_TICKS] * lim[L_TICK]:
-            out[A_VALUE], out[A_LIMIT] = away, lim[L_COLLAR_TICKS] * lim[L_TICK]
+        if lim[L_COLLAR_TICKS] != UNLIMITED and away > _mul_nb(lim[L_COLLAR_TICKS], lim[L_TICK]):
+            out[A_VALUE], out[A_LIMIT] = away, _mul_nb(lim[L_COLLAR_TICKS], lim[L_TICK])
             return 14
+    # the position if every working order on the order's side filled, and the order too
+    worst_long = _add_nb(_add_nb(position, open_buy), qty if side > 0 else 0)
+    worst_short = _add_nb(_add_nb(position, -open_sell), -qty if side < 0 else 0)
     if not reduces:
-        if side > 0 and position + open_buy + qty > lim[L_MAX_LONG]:
-            out[A_VALUE], out[A_LIMIT] = position + open_buy + qty, lim[L_MAX_LONG]
+        if side > 0 and worst_long > lim[L_MAX_LONG]:
+            out[A_VALUE], out[A_LIMIT] = worst_long, lim[L_MAX_LONG]
             return 15
-        if side < 0 and -(position - open_sell - qty) > lim[L_MAX_SHORT]:
-            out[A_VALUE], out[A_LIMIT] = -(position - open_sell - qty), lim[L_MAX_SHORT]
+        if side < 0 and -worst_short > lim[L_MAX_SHORT]:
+            out[A_VALUE], out[A_LIMIT] = -worst_short, lim[L_MAX_SHORT]
             return 16
     if open_orders + 1 > lim[L_MAX_OPEN_ORDERS]:
         out[A_VALUE], out[A_LIMIT] = open_orders + 1, lim[L_MAX_OPEN_ORDERS]
         return 17
-    if open_buy + open_sell + qty > lim[L_MAX_OPEN_QTY]:
-        out[A_VALUE], out[A_LIMIT] = open_buy + open_sell + qty, lim[L_MAX_OPEN_QTY]
+    open_qty = _add_nb(_add_nb(open_buy, open_sell), qty)
+    if open_qty > lim[L_MAX_OPEN_QTY]:
+        out[A_VALUE], out[A_LIMIT] = open_qty, lim[L_MAX_OPEN_QTY]
         return 18
     if not reduces:
-        value = (qty / SCALE) * (at / SCALE) * lim[L_MULT]
-        if gross + value > acct[A_MAX_GROSS]:
-            out[A_VALUE], out[A_LIMIT] = gross + value, acct[A_MAX_GROSS]
-            return 19
-        if abs(net + (value if side > 0 else -value)) > acct[A_MAX_NET]:
-            out[A_VALUE], out[A_LIMIT] = abs(net + (value if side > 0 else -value)), acct[A_MAX_NET]
-            return 20
+        code = _check_account_nb(engine, row_at, worst_long, worst_short, ref if ref > 0 else at, acct, out)
+        if code != 0:
+            return code
+        value = (qty / SCALE) * (value_price / SCALE) * lim[L_MULT]
         if credit_used + value > acct[A_CREDIT]:
             out[A_VALUE], out[A_LIMIT] = credit_used + value, acct[A_CREDIT]
             return 21
     own_bid, own_ask = (lim[S_OWN_BID], lim[S_OWN_ASK]) if flow[F_SELF_MATCH] != 0 else (0, 0)
     key = 0
     if terms != 0 and flow[F_DUP_SLOTS] > 0:
-        key = _duplicate_key_nb(lim[S_INSTRUMENT], side, terms, qty, price, trigger)
+        key = _duplicate_key_nb(lim[S_INSTRUMENT], side, terms, total, price, trigger)
     code = _check_flow_nb(flow, side, has_price, price, now, key, own_bid, own_ask, out)
     if code == 0:
         _record_nb(flow, now, key)
     return code
+
+
+@numba.njit
+def _check_account_nb(engine, row_at, worst_long, worst_short, mark, acct, out):
+    """The account's gross and net exposure if every working order filled, the order too: each instrument's
+    worst long (position plus working buys) and worst short (position less working sells) at its mark;
+    gross adds up the larger of the two in size, net is the larger in size of the two sums. The ordered
+    instrument's worst cases and mark are the caller's (the order's own reference price)."""
+    if acct[A_MAX_GROSS] == np.inf and acct[A_MAX_NET] == np.inf:
+        return 0
+    gross = net_long = net_short = 0.0
+    for at in range(E_ROWS, engine[E_FLOW_AT], ROW_FIELDS):
+        if at == row_at:
+            high, low, price, mult = worst_long, worst_short, mark, engine[at + L_MULT]
+        else:
+            position = engine[at + S_POSITION]
+            high = _add_nb(position, engine[at + S_OPEN_BUY])
+            low = _add_nb(position, -engine[at + S_OPEN_SELL])
+            price, mult = engine[at + S_MARK], engine[at + L_MULT]
+        long_value = (high / SCALE) * (price / SCALE) * mult
+        short_value = (low / SCALE) * (price / SCALE) * mult
+        gross += max(abs(long_value), abs(short_value))
+        net_long += long_value
+        net_short += short_value
+    if gross > acct[A_MAX_GROSS]:
+        out[A_VALUE], out[A_LIMIT] = gross, acct[A_MAX_GROSS]
+        return 19
+    net = max(abs(net_long), abs(net_short))
+    if net > acct[A_MAX_NET]:
+        out[A_VALUE], out[A_LIMIT] = net, acct[A_MAX_NET]
+        return 20
+    return 0
+
+
+@numba.njit
+def _add_nb(a, b):
+    """a + b held within +-UNLIMITED (int64's maximum): a sum past it compares as past every limit."""
+    if b > 0 and a > UNLIMITED - b:
+        return UNLIMITED
+    if b < 0 and a < -UNLIMITED - b:
+        return -UNLIMITED
+    return a + b
+
+
+@numba.njit
+def _mul_nb(a, b):
+    """a * b for a, b >= 0, held at UNLIMITED."""
+    if a != 0 and b > UNLIMITED // a:
+        return UNLIMITED
+    return a * b
+
+
+@numba.njit
+def _scaled_nb(x, num, den):
+    """floor(x * num / den) for x, num >= 0 and 0 < num, den <= 10**9, held at UNLIMITED, computed without
+    the product x * num (which may not fit): floor(x / den) * num + floor((x mod den) * num / den)."""
+    return _add_nb(_mul_nb(x // den, num), (x % den) * num // den)
 
 
 @numba.njit
@@ -226,11 +298,16 @@ def _check_flow_nb(flow, side, has_price, price, now, key, own_bid, own_ask, out
     if flow[F_MSG_LIMIT] != UNLIMITED and _ring_full_nb(flow, msgs_at, flow[F_MSG_LIMIT], flow[F_MSG_WINDOW], F_MSG_HEAD, now):
         out[A_VALUE], out[A_LIMIT] = flow[F_MSG_LIMIT] + 1, flow[F_MSG_LIMIT]
         return 23
-    for i in range(flow[F_DUP_SLOTS] if key != 0 else 0):
-        at = dups_at + 2 * i
-        if flow[at] == key and flow[at + 1] != 0 and now - flow[at + 1] < flow[F_DUP_WINDOW]:
+    # newest first, up to the first order older than the window: the ring holds orders in input order
+    slots = flow[F_DUP_SLOTS] if key != 0 else 0
+    at = dups_at + 2 * ((flow[F_DUP_HEAD] - 1) % slots) if slots else dups_at
+    for _ in range(slots):
+        if flow[at + 1] == 0 or now - flow[at + 1] >= flow[F_DUP_WINDOW]:
+            break
+        if flow[at] == key:
             out[A_VALUE], out[A_LIMIT] = now - flow[at + 1], flow[F_DUP_WINDOW]
             return 24
+        at = at - 2 if at > dups_at else dups_at + 2 * (slots - 1)
     # self-match: a buy that would trade with our own resting sell, or a sell with our own resting buy
     if side > 0 and own_ask > 0 and (has_price == 0 or price >= own_ask):
         out[A_VALUE], out[A_LIMIT] = price, own_ask
@@ -270,8 +347,8 @@ def record_message_nb(flow, now):
 
 
 SIGNATURE = (
-    "int64(int64[::1], int64, int64, int64, int64, int64, int64, int64, int64, int64, int64, int64,"
-    " int64, float64, float64, float64, int64, int64, int64)"
+    "int64(int64[::1], int64, int64, int64, int64, int64, int64, int64, int64, int64, int64, int64, int64,"
+    " int64, float64, int64, int64, int64, int64)"
 )
 def kernels() -> SimpleNamespace:
     """The compiled check (core/jit.py), compiled on first call, which building the risk engine makes at
@@ -282,10 +359,21 @@ def kernels() -> SimpleNamespace:
     )
 
 
+def _held(x: int) -> int:
+    """A sum or product as the kernel keeps it: within +-UNLIMITED."""
+    return max(-UNLIMITED, min(UNLIMITED, x))
+
+
 def check_order_py(limits: dict, account: dict, order: dict, state: dict) -> tuple[str, tuple]:
-    """The same rules, written for reading: returns (reason name or "OK", (value, limit))."""
+    """The same rules, written for reading: returns (reason name or "OK", (value, limit)). `order` may give
+    a `total` (a replace's new quantity; else `qty`) and a `value_price` (else its price or the reference);
+    `state["book"]` every instrument in the engine's order: None for the order's own, the others as (position,
+    working buys, working sells, mark, multiplier)."""
     qty, side, pos = order["qty"], order["side"], state["position"]
-    reduces = pos != 0 and ((pos > 0 and side < 0) or (pos < 0 and side > 0)) and qty <= abs(pos)
+    total = order.get("total", qty)
+    buys, sells = state["open_buy"], state["open_sell"]
+    reduces = ((pos < 0 and side > 0 and _held(buys + qty) <= -pos)
+               or (pos > 0 and side < 0 and _held(sells + qty) <= pos))
     price = order.get("price")
     ref, unlimited = state["ref"], UNLIMITED
     rules = [
@@ -302,49 +390,65 @@ def check_order_py(limits: dict, account: dict, order: dict, state: dict) -> tup
             return name, detail
     if qty <= 0 or qty % limits["lot"]:
         return "INVALID_LOT", (qty, limits["lot"])
+    if total % limits["lot"]:
+        return "INVALID_LOT", (total, limits["lot"])
     if price is not None and (price <= 0 or price % limits["tick"]):
         return "INVALID_TICK", (price, limits["tick"])
-    if qty < limits["min_qty"]:
-        return "MIN_ORDER_QTY", (qty, limits["min_qty"])
-    if qty > limits["max_qty"]:
-        return "MAX_ORDER_QTY", (qty, limits["max_qty"])
+    if total < limits["min_qty"]:
+        return "MIN_ORDER_QTY", (total, limits["min_qty"])
+    if total > limits["max_qty"]:
+        return "MAX_ORDER_QTY", (total, limits["max_qty"])
     collars = limits["collar_bps"] != unlimited or limits["collar_ticks"] != unlimited
     if (price is None or collars) and ref <= 0:
         return "NO_REFERENCE_PRICE", ()
     if (price is None or collars) and state["ref_age"] > limits["ref_max_age"]:
         return "STALE_REFERENCE_PRICE", (state["ref_age"], limits["ref_max_age"])
     at = price if price is not None else ref
-    lots_ticks = (qty // limits["lot"]) * -(-at // limits["tick"])  # whole ticks, a reference mid rounded up
-    if lots_ticks > limits["max_notional_lt"]:
+    lots_ticks = _held((total // limits["lot"]) * -(-at // limits["tick"]))  # whole ticks, a mid rounded up
+    if limits["max_notional_lt"] != unlimited and lots_ticks > limits["max_notional_lt"]:
         return "MAX_ORDER_NOTIONAL", (lots_ticks, limits["max_notional_lt"])
     if price is not None and ref > 0:
         away = abs(price - ref)
         if limits["collar_bps"] != unlimited and away * 10_000 > ref * limits["collar_bps"]:
             return "PRICE_COLLAR_PCT", (away, ref)
         if limits["collar_ticks"] != unlimited and away > limits["collar_ticks"] * limits["tick"]:
-            return "PRICE_COLLAR_TICKS", (away, limits["collar_ticks"] * limits["tick"])
-    buys, sells = state["open_buy"], state["open_sell"]
+            return "PRICE_COLLAR_TICKS", (away, _held(limits["collar_ticks"] * limits["tick"]))
+    worst_long = _held(pos + buys + (qty if side > 0 else 0))
+    worst_short = _held(pos - sells - (qty if side < 0 else 0))
     if not reduces:
-        worst_long, worst_short = pos + buys + qty, -(pos - sells - qty)
-        if side > 0 and worst_long > limits["max_long"]:
+        if side > 0 and limits["max_long"] != unlimited and worst_long > limits["max_long"]:
             return "MAX_POSITION_LONG", (worst_long, limits["max_long"])
-        if side < 0 and worst_short > limits["max_short"]:
-            return "MAX_POSITION_SHORT", (worst_short, limits["max_short"])
-    if state["open_orders"] + 1 > limits["max_open_orders"]:
+        if side < 0 and limits["max_short"] != unlimited and -worst_short > limits["max_short"]:
+            return "MAX_POSITION_SHORT", (-worst_short, limits["max_short"])
+    if limits["max_open_orders"] != unlimited and state["open_orders"] + 1 > limits["max_open_orders"]:
         return "MAX_OPEN_ORDERS", (state["open_orders"] + 1, limits["max_open_orders"])
-    if buys + sells + qty > limits["max_open_qty"]:
-        return "MAX_OPEN_QTY", (buys + sells + qty, limits["max_open_qty"])
+    if limits["max_open_qty"] != unlimited and buys + sells + qty > limits["max_open_qty"]:
+        return "MAX_OPEN_QTY", (_held(buys + sells + qty), limits["max_open_qty"])
     if not reduces:
-        value = (qty / SCALE) * (at / SCALE) * limits["mult"]
-        signed_value = value if side > 0 else -value
-        for name, now, limit in (
-            ("MAX_GROSS_EXPOSURE", state["gross"] + value, account["max_gross"]),
-            ("MAX_NET_EXPOSURE", abs(state["net"] + signed_value), account["max_net"]),
-            ("CREDIT_LIMIT", state["credit_used"] + value, account["credit"]),
-        ):
-            if now > limit:
-                return name, (now, limit)
+        own = (worst_long, worst_short, ref if ref > 0 else at, limits["mult"])
+        books = [own if other is None else (_held(other[0] + other[1]), _held(other[0] - other[2]), *other[3:])
+                 for other in state.get("book", [None])]
+        longs = [(high / SCALE) * (mark / SCALE) * mult for high, _, mark, mult in books]
+        shorts = [(low / SCALE) * (mark / SCALE) * mult for _, low, mark, mult in books]
+        gross = 0.0
+        for long_value, short_value in zip(longs, shorts):  # one at a time, in the kernel's order
+            gross += max(abs(long_value), abs(short_value))
+        if gross > account["max_gross"]:
+            return "MAX_GROSS_EXPOSURE", (gross, account["max_gross"])
+        net = max(abs(_sum(longs)), abs(_sum(shorts)))
+        if net > account["max_net"]:
+            return "MAX_NET_EXPOSURE", (net, account["max_net"])
+        value = (qty / SCALE) * (order.get("value_price", at) / SCALE) * limits["mult"]
+        if state["credit_used"] + value > account["credit"]:
+            return "CREDIT_LIMIT", (state["credit_used"] + value, account["credit"])
     return "OK", ()
+
+
+def _sum(values: list[float]) -> float:
+    total = 0.0
+    for v in values:  # in order, from 0.0: as the kernel adds
+        total += v
+    return total
 
 
 class FlowPy:

@@ -61,6 +61,23 @@ class BookVar:
         self.k_by_used = [math.ceil(m * (1 - self.tail)) for m in range(window + 1)]
         self._before: tuple[float, float] | None = None  # the book's own (VaR, ES), until it changes
 
+    def reconfigured(self, window: int, sample_ns: int, confidence: float) -> BookVar:
+        """The same book under new settings, from the input that changes them: a new confidence applies to
+        the scenarios held; a new window keeps the newest scenarios it has room for; a new sampling clock
+        starts the window afresh (returns over another interval are other scenarios)."""
+        if (window, sample_ns, confidence) == (self.window, self.sample_ns, float(self.tail)):
+            return self
+        new = BookVar(list(self.index), window, sample_ns, confidence)
+        new.marks, new.sampled, new.exposure = self.marks.copy(), self.sampled.copy(), self.exposure.copy()
+        if sample_ns == self.sample_ns:
+            kept = min(self.used, window)
+            newest = [(self.head - kept + i) % self.window for i in range(kept)]  # oldest first
+            new.returns[:, :kept] = self.returns[:, newest]
+            new.used, new.head = kept, kept % window
+            new.next_sample = self.next_sample
+        new._rebuild()
+        return new
+
     def __getstate__(self) -> dict:  # a kernel snapshot: the compiled function is compiled again
         return {k: v for k, v in vars(self).items() if k != "var_es"}
 

@@ -105,7 +105,8 @@ class StrategyContext:
 
     def cancel(self, order_id: str, reason: str = "") -> None:
         k = self._kernel
-        symbol = k.orders.get(order_id).symbol
+        order = k.orders.by_id.get(order_id)
+        symbol = order.symbol if order is not None else ""  # no such order: the kernel denies the cancel
         k.requests.append(
             CancelOrder(ts_event=k.ts_event, ts_init=k.ts_init, order_id=order_id, symbol=symbol, reason=reason)
         )
