@@ -242,6 +242,20 @@ def test_working_orders_on_the_reducing_side_count_towards_flat():
     assert reducing == [("TRADING_REDUCING", "symbol=EURUSD")] * 2  # the working sell already flattens it
 
 
+def test_a_flatten_closes_the_position_while_the_working_orders_it_cancels_are_on_their_way_out():
+    driver = Driver(*make(collar_bps=None))
+    driver.ask(buy("100000"))
+    driver.accept(driver.strategy.ids[-1])
+    driver.fill(driver.strategy.ids[-1], d("100000"), d("1.1"), final=True)
+    resting = working(driver, sell("50000", "1.2"))
+    step = driver.admin("flatten")
+    assert [type(e).__name__ for e in step.derived] == ["CancelOrder", "SubmitOrder", "OrderSubmitted"]
+    assert step.commands[0].order_id == resting and step.commands[1].quantity == d("100000")
+    # a strategy's sell meanwhile is not reducing: the working sells (the one being canceled too) cover it
+    driver.admin("reduce")
+    assert driver.ask(sell("1000", reduce_only=True)) == [("TRADING_REDUCING", "symbol=EURUSD")]
+
+
 def test_the_var_book_counts_working_orders():
     k, strategy = make(max_var=Decimal(300), var_window=20, var_confidence=0.9, collar_bps=None,
                        max_orders_per_window=None, max_messages_per_second=None)

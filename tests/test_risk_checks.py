@@ -80,6 +80,8 @@ def cases(draw):
     book = others[:]
     book.insert(draw(st.integers(0, len(others))), None)
     state["book"] = book
+    same_side = state["open_buy"] if order["side"] > 0 else state["open_sell"]
+    order["canceling"] = draw(st.sampled_from([0, same_side, same_side // 2]))
     return limits, account, order, state
 
 
@@ -106,8 +108,8 @@ def run_kernel(limits, account, order, state):
                              FLOW_OFF)
     code = rc.kernels().check_order_nb(
         engine, row_at, order["side"], order["qty"], order["total"], order["price"] or 0, order["price"] is not None,
-        order["reduce_only"], state["ref"], state["ref_age"], 0, 0, 0, state["trading"], state["credit_used"],
-        order["value_price"], 0, 0, 0,
+        order["reduce_only"], state["ref"], state["ref_age"], 0, 0, 0, order["canceling"], state["trading"],
+        state["credit_used"], order["value_price"], 0, 0, 0,
     )
     return rc.REASONS.get(code, "OK"), engine[rc.E_ACCOUNT : rc.E_ROWS].view(np.float64)[rc.A_VALUE :]
 
@@ -304,7 +306,7 @@ def test_the_flow_checks_agree_with_their_plain_python_twin(case):
         _, now, side, price, terms, own_bid, own_ask = action
         row[rc.S_OWN_BID], row[rc.S_OWN_ASK] = own_bid, own_ask
         code = k.check_order_nb(engine, rc.E_ROWS, side, 1, 1, price or 0, price is not None, 0, 100, 0, 0, 0, 0,
-                                rc.ACTIVE, 0.0, 100, now * ms, terms, 0)
+                                0, rc.ACTIVE, 0.0, 100, now * ms, terms, 0)
         key = (side, terms, price or 0)  # what the kernel's duplicate key is made of, in this test
         assert rc.REASONS.get(code, "OK") == twin.check(side, price, now * ms, key, own_bid, own_ask), action
 

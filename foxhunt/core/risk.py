@@ -9,7 +9,8 @@ instrument's worst long and worst short, position plus working buys and position
 its reference price) and credit (positions at market plus working orders at their prices, an order
 without a limit at the reference moved by the collar), the order and message throttles, duplicate orders
 and self-match prevention. An order that, with the working orders on its side, cannot take its position
-past flat is not held back by position, exposure or credit limits. Then, if configured, the portfolio gate
+past flat is not held back by position, exposure or credit limits; working orders whose cancel is on its
+way do not count against that (an operator's flatten cancels them and closes the position in one input). Then, if configured, the portfolio gate
 (core/risk_var.py): the book's historical VaR and expected shortfall after the order, each instrument
 held as if its working orders had filled. Each order of an input is checked against what the ones before
 it left. Before all of it, an order's prices must fit its type (a limit price for a limit order, a trigger
@@ -406,10 +407,15 @@ class PreTradeRisk:
         # collar lets it trade at above the reference
         worth = self._worth = price if price is not None else min(ref + self._collar_room(symbol, ref), rc.UNLIMITED)
         credit_used = kernel.portfolio.gross_exposure / SCALE + self.working_value
+        canceling = 0
+        if kernel.cancels_pending and less_count == 0:  # a new order: what on its side is being canceled
+            open_orders = kernel.orders.open
+            canceling = sum(o.leaves_qty for o in map(open_orders.get, kernel.cancels_pending)
+                            if o is not None and o.symbol == symbol and o.side is side)
         code = self.check(
             self.engine, row_at, 1 if side is _BUY else -1, qty, total, price or 0, price is not None,
-            reduce_only, ref, age, less_buy, less_sell, less_count, _STATES[kernel.state], credit_used, worth,
-            now, terms, trigger,
+            reduce_only, ref, age, less_buy, less_sell, less_count, canceling, _STATES[kernel.state], credit_used,
+            worth, now, terms, trigger,
         )
         if code != rc.OK:
             return Denial(rc.REASONS[code], self._detail(code, symbol))

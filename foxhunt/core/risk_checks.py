@@ -115,12 +115,14 @@ def engine_state(account: np.ndarray, rows: list[np.ndarray], flow: np.ndarray) 
 
 def check_order_nb(
     engine, row_at, side, qty, total, price, has_price, reduce_only, ref, ref_age, less_buy, less_sell, less_orders,
-    state, credit_used, value_price, now, terms, trigger,
+    canceling, state, credit_used, value_price, now, terms, trigger,
 ):
     """`row_at`: where the instrument's row starts in `engine`. `qty`: the quantity the order adds to what
     is working; `total`: the order's whole quantity, which the order-size limits apply to (a replace's
     remaining quantity and its new total; a new order's are the same). `less_*`: working quantity and orders
-    not to count (a replace is checked in place of its order). `credit_used`: the account's positions at
+    not to count (a replace is checked in place of its order). `canceling`: of the working quantity on the
+    order's side, what is being canceled: it does not stand in the way of an order that reduces (an
+    operator's flatten cancels the working orders and closes the position in one input). `credit_used`: the account's positions at
     market plus its working orders, money; `value_price`: the price the order is valued at for credit (its
     limit, or a market order's reference bounded by the collar). `terms`: the order's type and time in force
     as one nonzero number, or 0 for an order that the duplicate check skips (a replace).
@@ -135,9 +137,9 @@ def check_order_nb(
     open_buy, open_sell, open_orders = lim[S_OPEN_BUY] - less_buy, lim[S_OPEN_SELL] - less_sell, lim[S_OPEN_ORDERS] - less_orders
     # an order reduces the position when, with the working orders on its side, it cannot take it past flat
     if side > 0:
-        reduces = position < 0 and _add_nb(open_buy, qty) <= -position
+        reduces = position < 0 and _add_nb(open_buy - canceling, qty) <= -position
     else:
-        reduces = position > 0 and _add_nb(open_sell, qty) <= position
+        reduces = position > 0 and _add_nb(open_sell - canceling, qty) <= position
     if state == HALTED:
         return 1
     if lim[L_RESTRICTED] == NO_TRADE:
@@ -348,7 +350,7 @@ def record_message_nb(flow, now):
 
 SIGNATURE = (
     "int64(int64[::1], int64, int64, int64, int64, int64, int64, int64, int64, int64, int64, int64, int64,"
-    " int64, float64, int64, int64, int64, int64)"
+    " int64, int64, float64, int64, int64, int64, int64)"
 )
 def kernels() -> SimpleNamespace:
     """The compiled check (core/jit.py), compiled on first call, which building the risk engine makes at
@@ -366,14 +368,15 @@ def _held(x: int) -> int:
 
 def check_order_py(limits: dict, account: dict, order: dict, state: dict) -> tuple[str, tuple]:
     """The same rules, written for reading: returns (reason name or "OK", (value, limit)). `order` may give
-    a `total` (a replace's new quantity; else `qty`) and a `value_price` (else its price or the reference);
+    a `total` (a replace's new quantity; else `qty`), a `value_price` (else its price or the reference) and
+    the quantity `canceling` on its side;
     `state["book"]` every instrument in the engine's order: None for the order's own, the others as (position,
     working buys, working sells, mark, multiplier)."""
     qty, side, pos = order["qty"], order["side"], state["position"]
     total = order.get("total", qty)
-    buys, sells = state["open_buy"], state["open_sell"]
-    reduces = ((pos < 0 and side > 0 and _held(buys + qty) <= -pos)
-               or (pos > 0 and side < 0 and _held(sells + qty) <= pos))
+    buys, sells, canceling = state["open_buy"], state["open_sell"], order.get("canceling", 0)
+    reduces = ((pos < 0 and side > 0 and _held(buys - canceling + qty) <= -pos)
+               or (pos > 0 and side < 0 and _held(sells - canceling + qty) <= pos))
     price = order.get("price")
     ref, unlimited = state["ref"], UNLIMITED
     rules = [
