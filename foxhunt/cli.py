@@ -182,7 +182,7 @@ def cmd_replay(args: argparse.Namespace, cfg: config.Config) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace, cfg: config.Config) -> int:
-    spec = args.file if args.file.startswith(("csv:", "synthetic:")) else f"csv:{args.file}"
+    spec = args.file if args.file.startswith(("csv:", "synthetic:")) or args.file == "none" else f"csv:{args.file}"
     feed = open_feed(spec, cfg.trading().build_instruments(), EventClock(), args.on_bad_row)
     if feed is None:
         raise InputError("ingest needs a feed to load: a CSV file or a synthetic:... spec, not none")

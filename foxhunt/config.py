@@ -256,7 +256,7 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         merge(raw, from_file)
     overrides = env_overrides(env)
     for source, keys, value in overrides:
-        set_path(raw, keys, value, source, any_case=True)
+        set_path(raw, keys, value, source, any_case=True, text=env[source])
     where = str(path) if path else "defaults"
     if overrides:
         where += " with " + ", ".join(source for source, _, _ in overrides)
@@ -290,7 +290,7 @@ def apply_sets(raw: dict[str, Any], assignments: list[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set {item!r}: expected key.path=value")
-        set_path(raw, key.strip().split("."), parse_value(value), f"--set {item}")
+        set_path(raw, key.strip().split("."), parse_value(value), f"--set {item}", text=value)
     return raw
 
 
@@ -303,10 +303,14 @@ def merge(base: dict[str, Any], update: dict[str, Any]) -> None:
             base[key] = value
 
 
-def set_path(raw: dict[str, Any], keys: list[str], value: Any, source: str, any_case: bool = False) -> None:
+def set_path(
+    raw: dict[str, Any], keys: list[str], value: Any, source: str, any_case: bool = False, text: str | None = None
+) -> None:
     """Set raw[k1][k2]... = value. Environment names are upper case, so `any_case` matches existing keys
     (instrument symbols among them) regardless of case; a new key is lower case like every setting, except
-    under `instruments`, whose keys are symbols and keep the case they were given in."""
+    under `instruments`, whose keys are symbols and keep the case they were given in. `text`: the value as
+    written (an environment variable, a --set), kept as it is where the setting holds text (a CompID of
+    digits is still a name)."""
     node = raw
     for i, key in enumerate(keys):
         if any_case:
@@ -314,7 +318,8 @@ def set_path(raw: dict[str, Any], keys: list[str], value: Any, source: str, any_
             fallback = key if parent == "instruments" else key.lower()
             key = next((k for k in node if k.lower() == key.lower()), fallback)
         if i == len(keys) - 1:
-            node[key] = value
+            keep_text = text is not None and isinstance(node.get(key), str) and not isinstance(value, str)
+            node[key] = text if keep_text else value
             return
         child = node.setdefault(key, {})
         if not isinstance(child, dict):
@@ -330,8 +335,11 @@ def parse_value(text: str) -> Any:
 
 
 def convert(raw: dict[str, Any], cls: type, where: str):
+    """`raw` as `cls`, strictly: a setting of the wrong type is an error naming it, never converted (a
+    string where a number belongs, 1 where a boolean does); a decimal may be written as a string, an
+    integer or a float, and an integer where a float belongs."""
     try:
-        return msgspec.convert(raw, cls, strict=False)
+        return msgspec.convert(raw, cls, strict=True)
     except msgspec.ValidationError as e:
         message, _, path = str(e).partition(" - at `$")
         key = path.rstrip("`").lstrip(".").replace("[...]", ".*").replace("[", ".").replace("]", "")

@@ -188,6 +188,8 @@ def test_ingest_loads_market_data_to_backtest_and_refuses_what_makes_no_sense(cl
     ok("run", "--journal", traded, "--feed", "synthetic:n=100", "--clock", "feed", env=cli_env)
     done = foxhunt("ingest", str(path), "--journal", traded, env=cli_env)
     assert done.returncode == 2 and "was traded on" in done.stderr
+    done = foxhunt("ingest", "none", "--journal", journal_name, env=cli_env)
+    assert done.returncode == 2 and "ingest needs a feed to load" in done.stderr, done.stderr
 
 
 def test_a_stop_asked_for_during_start_up_is_honoured_once_the_journal_is_consistent(cli_env, journal_name):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,41 @@ def test_bad_files_name_the_file_and_the_key(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(ConfigError, match=message):
         config.load(path, env={})
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [  # one setting of the wrong type per section: told, never converted
+        ("[journal]\nbatch_max = '5000'\n", r"journal\.batch_max: Expected `int`, got `str`"),
+        ("[journal]\nstall_after = '2'\n", r"journal\.stall_after: Expected `float`, got `str`"),
+        ("[state]\ndir = 5\n", r"state\.dir: Expected `str`, got `int`"),
+        ("[run]\nseed = '7'\n", r"run\.seed: Expected `int`, got `str`"),
+        ("[admin]\nenabled = 1\n", r"admin\.enabled: Expected `bool`, got `int`"),
+        ("[fix]\nport = '9876'\n", r"fix\.port: Expected `int`, got `str`"),
+        ("[ib]\nclient_id = 1.5\n", r"ib\.client_id: Expected `int`, got `float`"),
+        ("[telemetry]\nmetrics_interval = '10'\n", r"telemetry\.metrics_interval: Expected `float`, got `str`"),
+        ("[instruments.EURUSD]\ntick_size = '0.00001'\nlot_size = '1000'\ncurrency = 'USD'\nmultiplier = '1'\n",
+         r"instruments\.\*\.multiplier: Expected `int`, got `str`"),
+        ("[strategy.ema_cross]\nslow = '40'\n", r"strategy\.ema_cross\.slow: Expected `int`, got `str`"),
+        ("[risk]\ncollar_bps = '500'\n", r"risk\.collar_bps: Expected `int \| null`, got `str`"),
+        ("[risk]\nself_match_prevention = 'yes'\n", r"risk\.self_match_prevention: Expected `bool`, got `str`"),
+        ("[venue]\nlatency_ns = '0'\n", r"venue\.latency_ns: Expected `int`, got `str`"),
+    ],
+)
+def test_a_setting_of_the_wrong_type_is_an_error_not_a_conversion(tmp_path, text, message):
+    path = tmp_path / "f.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        config.load(path, env={})
+
+
+def test_decimals_may_be_written_as_strings_or_numbers_and_text_settings_keep_their_digits(tmp_path):
+    path = tmp_path / "f.toml"
+    path.write_text("[risk]\nmax_order_qty = '5000'\nmax_order_notional = 2500000\nmax_var = 1500.5\n")
+    risk = config.load(path, env={}).risk
+    assert (risk.max_order_qty, risk.max_order_notional, risk.max_var) == (5000, 2500000, Decimal("1500.5"))
+    cfg = config.load(None, env={"FOXHUNT_FIX__SENDER_COMP_ID": "12345", "FOXHUNT_JOURNAL__BATCH_MAX": "500"})
+    assert (cfg.fix.sender_comp_id, cfg.journal.batch_max) == ("12345", 500)
 
 
 def test_bad_environment_override_names_the_variable():

@@ -121,6 +121,7 @@ async def test_recovery_passes_over_a_snapshot_it_cannot_use_and_says_why():
     for expected in ("do not match their SHA-256", "other code", "kernel behaviour 1", "another trading configuration",
                      "does not unpickle"):
         assert expected in reasons, reasons
+    assert all(reason.count("snapshot at seq") == 1 for reason in recovery.skipped), reasons  # named once
     await store.save_snapshot("j", good, keep=3)  # the newest kept, the oldest two dropped
     assert [s.seq for s in await store.snapshots("j")] == [last, last - 1, last - 2]
     recovery = await replay.recover(store, "j", trading, last)
@@ -153,7 +154,7 @@ async def test_a_snapshot_moved_to_another_seq_is_refused_by_start_up_and_by_ver
     await store.save_snapshot("j", moved, keep=3)
     recovery = await replay.recover(store, "j", trading, journal[-1].seq)
     assert recovery.snapshot is None
-    assert f"snapshot at seq {later} holds the kernel as it was after seq " in recovery.skipped[0]
+    assert f"snapshot at seq {later}: it holds the kernel as it was after seq " in recovery.skipped[0]
     assert "it is not where it was taken" in recovery.skipped[0]
     with pytest.raises(VerificationFailed, match=f"snapshot at seq {later} records state"):
         await replay.verify(store, "j", trading)

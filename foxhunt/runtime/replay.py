@@ -268,8 +268,8 @@ async def _in_place(store: JournalStore, name: str, kernel: Kernel, snapshot: Sn
                 for record in page:
                     if record.causation is None:
                         raise snapshots.SnapshotDamaged(
-                            f"snapshot at seq {snapshot.seq} holds the kernel as it was after seq {kernel.seq}, and"
-                            f" input seq {record.seq} lies between: it is not where it was taken")
+                            f"it holds the kernel as it was after seq {kernel.seq}, and input seq {record.seq} lies"
+                            f" between: it is not where it was taken")
     except JournalArchived:
         return
 

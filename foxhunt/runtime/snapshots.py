@@ -130,18 +130,19 @@ def unusable(snapshot: Snapshot, built_with: TradingConfig) -> str | None:
 
 
 class SnapshotDamaged(Exception):
-    """A stored snapshot that does not restore to the state it recorded."""
+    """A stored snapshot that does not restore to the state it recorded; the message says what is wrong,
+    the caller names the snapshot."""
 
 
 def restore(snapshot: Snapshot) -> Kernel:
     if hashlib.sha256(snapshot.state).hexdigest() != snapshot.sha256:
-        raise SnapshotDamaged(f"snapshot at seq {snapshot.seq}: its bytes do not match their SHA-256")
+        raise SnapshotDamaged("its bytes do not match their SHA-256")
     try:
         kernel = pickle.loads(snapshot.state)
     except Exception as e:  # whatever a damaged pickle raises
-        raise SnapshotDamaged(f"snapshot at seq {snapshot.seq} does not unpickle: {e!r}") from e
+        raise SnapshotDamaged(f"it does not unpickle: {e!r}") from e
     if type(kernel) is not Kernel or kernel.state_digest() != snapshot.state_digest:
-        raise SnapshotDamaged(f"snapshot at seq {snapshot.seq} restores another state than it recorded")
+        raise SnapshotDamaged("it restores another state than it recorded")
     if kernel.seq > snapshot.seq:  # a row moved to an earlier seq: restored there, inputs would be fed twice
-        raise SnapshotDamaged(f"snapshot at seq {snapshot.seq} holds the kernel as it was after seq {kernel.seq}")
+        raise SnapshotDamaged(f"it holds the kernel as it was after seq {kernel.seq}")
     return kernel
