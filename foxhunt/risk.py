@@ -24,7 +24,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-from foxhunt.core.risk_math import kernels, luld_band
+from foxhunt.core import market_rules
+from foxhunt.core.risk_math import kernels
 from foxhunt.errors import FoxhuntError
 
 
@@ -157,17 +158,54 @@ def kelly_size(full_kelly: float, fraction: float = 0.5, max_leverage: float = 1
 
 # --- price bands ------------------------------------------------------------------------------------
 
+def luld_band(
+    reference: float, tier: int, minute_of_day: int, prior_close: float | None = None
+) -> tuple[float, float]:
+    """(lower, upper) Limit Up-Limit Down band around `reference` (the mean price of the last five
+    minutes) for a Tier 1 or 2 NMS stock, as the LULD Plan writes it: the percentage from the previous
+    close `prior_close` (from the reference itself when not given), doubled from 3:35 p.m. for Tier 1 and
+    Tier 2 at $3.00 or less. `minute_of_day`: minutes since midnight, New York time. The rules and their
+    sections: core/market_rules.py."""
+    _check_band(reference, tier, minute_of_day)
+    if prior_close is not None:
+        _finite(prior_close=prior_close)
+        if prior_close <= 0:
+            raise RiskInputError(f"prior_close must be positive, got {prior_close}")
+    return market_rules.plan_band(reference, tier, minute_of_day, prior_close)
+
+
+def mwcb_halt(prior_close: float, price: float, minute_of_day: int) -> tuple[int, int | None]:
+    """(level, halt_minutes) of the market-wide circuit breaker (NYSE Rule 7.12, FINRA Rule 6121) for the
+    S&P 500 at `price` against its previous close, at a minute of the day in New York time: Level 1 (7%)
+    and Level 2 (13%) halt 15 minutes before 3:25 p.m. and 0 (no halt) from then on; Level 3 (20%) halts
+    for the rest of the day (None); below 7%, (0, 0)."""
+    _finite(prior_close=prior_close, price=price)
+    if prior_close <= 0:
+        raise RiskInputError(f"prior_close must be positive, got {prior_close}")
+    _check_minute(minute_of_day)
+    return market_rules.mwcb_halt(prior_close, price, minute_of_day)
+
+
 def price_band(reference: float, tier: int, minute_of_day: int) -> tuple[float, float]:
-    """(lower, upper) limit prices around `reference` for a tier (1 or 2) at a minute of the trading
-    day (minutes since midnight, exchange time); the rules are in core/risk_math.luld_band."""
+    """(lower, upper) band of the around_the_clock policy (markets with no close): by tier around the
+    reference, its percentage from the reference, doubled before 9:45 and from 15:35 of `minute_of_day`
+    (in the policy's fixed offset). Not the LULD Plan: see `luld_band`."""
+    _check_band(reference, tier, minute_of_day)
+    return market_rules.clock_band(reference, tier, minute_of_day)
+
+
+def _check_band(reference: float, tier: int, minute_of_day: int) -> None:
     _finite(reference=reference)
     if reference <= 0:
         raise RiskInputError(f"reference price must be positive, got {reference}")
     if tier not in (1, 2):
         raise RiskInputError(f"tier must be 1 or 2, got {tier}")
+    _check_minute(minute_of_day)
+
+
+def _check_minute(minute_of_day: int) -> None:
     if not 0 <= minute_of_day < 24 * 60:
         raise RiskInputError(f"minute_of_day must be in [0, 1440), got {minute_of_day}")
-    return luld_band(reference, tier, minute_of_day)
 
 
 # --- checks ---------------------------------------------------------------------------------------

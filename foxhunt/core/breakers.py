@@ -16,8 +16,16 @@ from __future__ import annotations
 from collections import deque
 
 from foxhunt.core.fixed import nanos
-from foxhunt.core.risk import RiskLimits
-from foxhunt.core.risk_math import luld_band
+from foxhunt.core.market_rules import (
+    NEW_YORK,
+    ExchangeClock,
+    SessionCloses,
+    clock_band,
+    in_session,
+    mwcb_halt,
+    plan_band,
+)
+from foxhunt.core.risk import RiskLimits, effective
 from foxhunt.messages.base import format_fixed
 from foxhunt.messages.orders import Side
 from foxhunt.messages.system import TradingState
@@ -106,12 +114,16 @@ class VolatilityBreaker:
 
 
 class MarketWideBreaker:
-    """Halts all trading on a decline of the reference index, in the style of the US market-wide circuit
-    breakers (SEC-approved NYSE Rule 7.12 / FINRA Rule 6121, levels of 7%, 13% and 20%): the first two
-    levels halt trading for `market_halt_minutes` of event time, then it resumes by itself; the third
-    halts it for the rest of the UTC day, and only an operator resumes. Each level trips once a day.
-    The reference is the index's first mark of the UTC day, standing in for the previous close; the
-    US rule's time-of-day exceptions are not applied (foxhunt's markets trade around the clock)."""
+    """Halts all trading on a decline of the reference index (`market_index`), under its rulebook
+    (core/market_rules.py).
+
+    - us_equities, as NYSE Rule 7.12 and FINRA Rule 6121 write it: the decline from the index's previous
+      close (the data's, else its configured `prior_close`), in the regular session, New York time. Level 1
+      and 2 halt for `market_halt_minutes` before 3:25 p.m. and not from then on; Level 3 halts for the
+      rest of the day, and only an operator resumes. Each level trips once a day.
+    - around_the_clock: the reference is the index's first mark of the UTC day, standing in for a close
+      such markets do not have, and the levels halt at any time; the first two for `market_halt_minutes`
+      of event time, then trading resumes by itself; the third for the rest of the UTC day."""
 
     def __init__(self, limits: RiskLimits) -> None:
         self.configure(limits)
@@ -119,16 +131,25 @@ class MarketWideBreaker:
         self.reference = 0.0
         self.tripped = 0  # levels tripped today
         self.resume_at: int | None = None  # end of a timed halt, event time
+        self.new_york = ExchangeClock(NEW_YORK)
+        self.closes = SessionCloses()
 
     def configure(self, limits: RiskLimits) -> None:
         self.symbol = limits.market_index
         self.levels = limits.market_halt_levels_pct
+        self.halt_minutes = limits.market_halt_minutes
         self.halt_ns = limits.market_halt_minutes * 60 * 1_000_000_000
+        rulebook = effective(limits, self.symbol, "rulebook") if self.symbol else None
+        self.us_equities = rulebook == "us_equities"
+        prior = effective(limits, self.symbol, "prior_close") if self.symbol else None
+        self.prior_close = None if prior is None else float(prior)
 
     def on_mark(self, symbol: str, price: float, ts: int) -> tuple[int | None, str] | None:
         """(halt until ts, or None for the rest of the day; cause) when a level trips at this mark."""
         if symbol != self.symbol:
             return None
+        if self.us_equities:
+            return self._on_mark_us(symbol, price, ts)
         day = ts // DAY_NS
         if day != self.day:
             self.day, self.reference, self.tripped = day, price, 0
@@ -146,13 +167,34 @@ class MarketWideBreaker:
         self.resume_at = ts + self.halt_ns
         return self.resume_at, cause
 
+    def _on_mark_us(self, symbol: str, price: float, ts: int) -> tuple[int | None, str] | None:
+        day, minute = self.new_york.local(ts)
+        prior = self.closes.on_mark(symbol, day, minute, price) or self.prior_close
+        if day != self.day:
+            self.day, self.tripped = day, 0
+        if prior is None or not in_session(minute):
+            return None
+        level, minutes = mwcb_halt(prior, price, minute, self.levels, self.halt_minutes)
+        if level <= self.tripped:
+            return None
+        self.tripped = level  # a level at or after 3:25 p.m. trips without halting, and cannot halt later
+        if minutes == 0:
+            return None
+        decline = (prior - price) / prior * 100
+        cause = f"market-wide halt level {level}: {symbol} down {decline:.2f}% from {prior:g}"
+        self.resume_at = None if minutes is None else ts + minutes * 60_000_000_000
+        return self.resume_at, cause
+
 
 class PriceBandBreaker:
-    """Price bands in the style of limit up-limit down (LULD Plan): per instrument, a band around the
-    mean mid of the last `band_reference_minutes` (core/risk_math.luld_band: by tier, wider near the open
-    and close of exchange time, a fixed UTC offset so that replay can never differ); orders priced outside
-    it are denied, and a mid that stays outside it for `band_pause_seconds` pauses the instrument for
-    `band_pause_minutes`."""
+    """Price bands by tier around the mean mid of the last `band_reference_minutes`, under the
+    instrument's rulebook (core/market_rules.py): us_equities, the LULD Plan's bands in the regular session
+    (none outside it), the percentage from the previous close (the data's, else the configured
+    `prior_close`), doubled from 3:35 p.m. New York time for Tier 1 and Tier 2 at $3.00 or less;
+    around_the_clock, the percentage from the reference, doubled near both ends of the day in a fixed UTC
+    offset. Orders priced outside the band are denied, and a mid that stays outside it (a limit state) for
+    `band_pause_seconds` pauses the instrument for `band_pause_minutes` (the Plan's 15 seconds and five
+    minutes by default)."""
 
     def __init__(self, limits: RiskLimits) -> None:
         self.configure(limits)
@@ -160,31 +202,37 @@ class PriceBandBreaker:
         self.sums: dict[str, float] = {}
         self.outside_since: dict[str, int] = {}
         self.paused_until: dict[str, int] = {}
+        self.new_york = ExchangeClock(NEW_YORK)
+        self.closes = SessionCloses()
 
     def configure(self, limits: RiskLimits) -> None:
         self.reference_ns = limits.band_reference_minutes * 60_000_000_000
         self.pause_after_ns = limits.band_pause_seconds * 1_000_000_000
         self.pause_ns = limits.band_pause_minutes * 60_000_000_000
         self.offset_minutes = limits.band_utc_offset_minutes
+        self.limits = limits
 
     def on_mark(self, symbol: str, tier: int, price: float, ts: int):
-        """((lower, upper) in price units, change) where change is None or (paused, cause)."""
-        window = self.window.setdefault(symbol, deque())
-        window.append((ts, price))
-        total = self.sums.get(symbol, 0.0) + price
-        while ts - window[0][0] > self.reference_ns:
-            total -= window.popleft()[1]
-        self.sums[symbol] = total
-        reference = total / len(window)
-        minute = (ts // 60_000_000_000 + self.offset_minutes) % 1440
-        lower, upper = luld_band(reference, tier, minute)
-        until = self.paused_until.get(symbol)
-        if until is not None:
-            if ts < until:
-                return (lower, upper), None
-            del self.paused_until[symbol]
-            self.outside_since.pop(symbol, None)
-            return (lower, upper), (False, "price band pause ended")
+        """((lower, upper) in price units, or None where no band applies; change) where change is None or
+        (paused, cause)."""
+        if effective(self.limits, symbol, "rulebook") == "us_equities":
+            day, minute = self.new_york.local(ts)
+            configured = effective(self.limits, symbol, "prior_close")
+            prior = self.closes.on_mark(symbol, day, minute, price) or (
+                None if configured is None else float(configured))
+            if not in_session(minute):  # no band outside the regular session; the next one starts afresh
+                self.window.pop(symbol, None)
+                self.sums.pop(symbol, None)
+                self.outside_since.pop(symbol, None)
+                return None, self._pause_ended(symbol, ts)
+            reference = self._reference(symbol, price, ts)
+            lower, upper = plan_band(reference, tier, minute, prior)
+        else:
+            reference = self._reference(symbol, price, ts)
+            minute = (ts // 60_000_000_000 + self.offset_minutes) % 1440
+            lower, upper = clock_band(reference, tier, minute)
+        if symbol in self.paused_until:
+            return (lower, upper), self._pause_ended(symbol, ts)
         if lower <= price <= upper:
             self.outside_since.pop(symbol, None)
             return (lower, upper), None
@@ -194,3 +242,21 @@ class PriceBandBreaker:
         self.paused_until[symbol] = ts + self.pause_ns
         return (lower, upper), (True, f"price band: {price:g} outside {lower:g}-{upper:g} for "
                                       f"{(ts - since) // 1_000_000_000} s")
+
+    def _reference(self, symbol: str, price: float, ts: int) -> float:
+        """The mean mid over the last `band_reference_minutes`, this mark included."""
+        window = self.window.setdefault(symbol, deque())
+        window.append((ts, price))
+        total = self.sums.get(symbol, 0.0) + price
+        while ts - window[0][0] > self.reference_ns:
+            total -= window.popleft()[1]
+        self.sums[symbol] = total
+        return total / len(window)
+
+    def _pause_ended(self, symbol: str, ts: int) -> tuple[bool, str] | None:
+        until = self.paused_until.get(symbol)
+        if until is None or ts < until:
+            return None
+        del self.paused_until[symbol]
+        self.outside_since.pop(symbol, None)
+        return False, "price band pause ended"

@@ -73,6 +73,10 @@ class InstrumentRisk(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     restricted: Literal["open", "no_trade", "reduce_only"] | None = None
     max_realized_vol_bps: int | None = None  # volatility breaker: pause the instrument above this
     band_tier: int | None = None  # price band (limit up-limit down style): 1 or 2 turns it on
+    # the market rules the instrument trades under (core/market_rules.py): "us_equities" (LULD and the
+    # market-wide breakers as written, New York time) or "around_the_clock" (foxhunt's policy for FX, crypto)
+    rulebook: Literal["around_the_clock", "us_equities"] | None = None
+    prior_close: Decimal | None = None  # us_equities: the previous close, until the data has one
 
 
 class RiskLimits(InstrumentRisk, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -113,6 +117,7 @@ class RiskLimits(InstrumentRisk, frozen=True, kw_only=True, forbid_unknown_field
     vol_sample_ms: int = 1000  # ... sampled on this clock (event time)
     max_repeated_executions: int | None = None  # this many fills, one symbol and side, inside the window halt
     repeated_execution_window_ms: int = 1000
+    rulebook: Literal["around_the_clock", "us_equities"] | None = "around_the_clock"
     instruments: dict[str, InstrumentRisk] = {}
 
     def __post_init__(self) -> None:
@@ -138,6 +143,7 @@ _RANGES: dict[str, tuple[Any, Any]] = {
     **{name: (Decimal(0), _MONEY_MAX) for name in (
         "max_order_notional", "max_gross_exposure", "max_net_exposure", "credit_limit", "max_var",
         "max_expected_shortfall", "kelly_capital", "max_daily_loss", "max_drawdown")},
+    "prior_close": (Decimal("0.000000001"), _MONEY_MAX),
     "collar_bps": (0, 1_000_000), "collar_ticks": (0, 10**9), "max_open_orders": (0, 1_000_000),
     "reference_max_age_ms": (0, 10**10), "max_realized_vol_bps": (0, 1_000_000), "band_tier": (1, 2),
     "max_orders_per_window": (0, 100_000), "order_window_ms": (1, 86_400_000),

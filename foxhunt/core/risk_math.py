@@ -70,27 +70,6 @@ def portfolio_sigma_nb(exposures: np.ndarray, covariance: np.ndarray) -> float:
     return math.sqrt(max(total, 0.0))
 
 
-# Limit up-limit down percentage parameters by tier and reference price (LULD Plan, Appendix A):
-# Tier 1 (S&P 500, Russell 1000, selected ETPs) and Tier 2 (other NMS stocks) above $3.00: 5% and 10%;
-# $0.75 to $3.00: 20%; below $0.75: the lesser of $0.15 and 75%. The percentages double in the first
-# 15 minutes of regular trading (9:30-9:45) and the last 25 (15:35-16:00), Eastern time.
-_OPEN_DOUBLED_UNTIL = 9 * 60 + 45
-_CLOSE_DOUBLED_FROM = 15 * 60 + 35
-
-
-def luld_band(reference: float, tier: int, minute_of_day: int) -> tuple[float, float]:
-    """(lower, upper) band around a positive reference price; tier 1 or 2; minutes since midnight."""
-    if reference > 3.0:
-        width = reference * (0.05 if tier == 1 else 0.10)
-    elif reference >= 0.75:
-        width = reference * 0.20
-    else:
-        width = min(0.15, reference * 0.75)
-    if minute_of_day < _OPEN_DOUBLED_UNTIL or minute_of_day >= _CLOSE_DOUBLED_FROM:
-        width *= 2
-    return max(reference - width, 0.0), reference + width
-
-
 SIGNATURES = {
     var_historical_nb: "float64(float64[::1], int64)",
     expected_shortfall_nb: "float64(float64[::1], int64)",

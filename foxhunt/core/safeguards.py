@@ -87,8 +87,11 @@ class Safeguards:
         tier = gate.instrument_limit(symbol, "band_tier")
         if tier is None:
             return
-        (lower, upper), change = self.price_bands.on_mark(symbol, tier, price, msg.ts_event)
-        gate.bands[symbol] = (round(lower * 1e9), round(upper * 1e9))
+        band, change = self.price_bands.on_mark(symbol, tier, price, msg.ts_event)
+        if band is None:
+            gate.bands.pop(symbol, None)
+        else:
+            gate.bands[symbol] = (round(band[0] * 1e9), round(band[1] * 1e9))
         if change is not None:
             self._pause(symbol, "PRICE_BAND_PAUSE", change[0], change[1], msg)
 
