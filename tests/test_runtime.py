@@ -206,3 +206,63 @@ async def test_a_journal_still_backlogged_after_relief_slows_the_loop_but_every_
     assert journal.reliefs == 50 + 50 * 2  # every quote and, behind each, its order's two venue reports
     assert loop.inputs == 150
     assert len(k.orders.by_id) == 50 and not k.orders.open  # each market order accepted and filled
+
+
+class SteppedSystemClock:
+    """A system clock and a monotonic clock for WallClock, advanced by hand; `step` moves only the first."""
+
+    def __init__(self) -> None:
+        self.wall, self.mono = 1_800_000_000_000_000_000, 5_000_000_000
+
+    def tick(self, ns: int) -> None:
+        self.wall += ns
+        self.mono += ns
+
+
+def test_the_live_clock_never_runs_backwards_nor_stands_still_when_the_system_clock_steps_back():
+    system = SteppedSystemClock()
+    clock = WallClock(read=lambda: system.wall, monotonic=lambda: system.mono)
+    steps: list[tuple[int, int]] = []
+    clock.on_step_back = lambda step, held: steps.append((step, held))
+    before = clock.now()
+    system.wall -= 3_600_000_000_000  # an hour back
+    system.tick(1_000_000)
+    during = clock.now()
+    assert during == before + 1_000_000  # ran on at the monotonic clock's rate, from where it was
+    assert steps == [(3_600_000_000_000, during)]  # told once, with the step's size
+    for _ in range(5):
+        system.tick(500_000_000)
+        assert clock.now() > during
+        during = clock.now()
+    assert len(steps) == 1
+    system.wall += 3_600_000_000_000  # the system clock is put right: it leads again
+    assert clock.now() == system.wall
+    system.wall -= 2_000_000_000  # a second step back is a second record
+    assert clock.now() > system.wall and steps[-1][0] == 2_000_000_000 and len(steps) == 2
+    system.wall += 2_000_000_000 - 500_000  # a lag under a millisecond between the two rates is no step
+    clock.now()
+    assert len(steps) == 2
+
+
+async def test_a_run_journals_a_step_back_of_the_system_clock_once_and_its_inputs_keep_their_order():
+    system = SteppedSystemClock()
+    clock = WallClock(read=lambda: system.wall, monotonic=lambda: system.mono)
+
+    def feed():
+        for i, msg in enumerate(synthetic(3000, clock)):
+            system.tick(2_000_000)  # two milliseconds a quote
+            if i == 1000:
+                system.wall -= 3_600_000_000_000  # the system clock an hour back, for good
+            yield msg
+
+    store = MemoryJournalStore()
+    summary = await run_paper(store, CFG, RunRequest("j", feed(), clock), FINGERPRINT)
+    recorded = await messages(store, "j")
+    held = [m for m in recorded if type(m).__name__ == "ClockHeld"]
+    assert len(held) == 1 and held[0].step_ns >= 3_600_000_000_000 - 10_000_000
+    stamps = [m.ts_init for m in recorded if type(m).__name__ == "QuoteTick"]
+    assert len(stamps) == 3000 and stamps == sorted(stamps)  # the feed's stamps never went backwards
+    assert stamps[1001] - stamps[1000] == 2_000_000  # nor stood still: they ran on at the monotonic rate
+    assert summary["orders"] > 0
+    trading = await replay.trading_config(store, "j", None, None)
+    await replay.verify(store, "j", trading)  # and the journal replays, its ClockHeld included

@@ -48,6 +48,7 @@ from foxhunt.messages.orders import (
 )
 from foxhunt.messages.system import (
     AdminCommand,
+    ClockHeld,
     ConfigReloaded,
     FeedGap,
     JournalDegraded,
@@ -171,6 +172,7 @@ class Kernel:
             VenueDisconnected: self._on_venue_disconnected,
             RunStopped: _ignore,
             FeedGap: _ignore,
+            ClockHeld: _ignore,
             VenueSessionEvent: _ignore,
             VenueMessageIgnored: _ignore,
             VenueMessageRejected: self._on_venue_message_rejected,

@@ -29,6 +29,7 @@ from foxhunt.messages.orders import (
 )
 from foxhunt.messages.system import (
     AdminCommand,
+    ClockHeld,
     CommandRejected,
     ConfigReloaded,
     FeedGap,
@@ -91,6 +92,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     VenueMessageIgnored,
     DuplicateFillIgnored,
     VenueMessageRejected,
+    ClockHeld,
 )
 AnyMessage = Union[MESSAGE_TYPES]  # noqa: UP007 - a runtime union of the tuple above
 INPUT_KINDS = frozenset(t.__name__ for t in MESSAGE_TYPES if issubclass(t, Input))

@@ -120,6 +120,14 @@ class JournalRecovered(Input, frozen=True, kw_only=True):
     outage_ns: int
 
 
+class ClockHeld(Input, frozen=True, kw_only=True):
+    """The system clock stepped back by `step_ns` (NTP, an operator): foxhunt's live clock does not follow
+    it, and runs on from where it was at the rate of the monotonic clock until the system clock catches
+    up (runtime/clock.py). Recorded once per step; the kernel changes nothing for it."""
+
+    step_ns: int
+
+
 class FeedGap(Input, frozen=True, kw_only=True):
     """Inputs that a feed could not deliver (skipped bad rows, lost packets), recorded instead of hidden."""
 

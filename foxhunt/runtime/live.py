@@ -61,6 +61,7 @@ from foxhunt.messages.market import MARKET_DATA_TYPES
 from foxhunt.messages.orders import OrderCanceled
 from foxhunt.messages.system import (
     AdminCommand,
+    ClockHeld,
     FeedGap,
     JournalDegraded,
     JournalRecovered,
@@ -69,6 +70,7 @@ from foxhunt.messages.system import (
 )
 from foxhunt.ports import Clock, JournalStore, Venue
 from foxhunt.runtime.bus import Bus, BusClosed, publish_all
+from foxhunt.runtime.clock import WallClock
 from foxhunt.runtime.console import Console
 from foxhunt.runtime.loop import TradingLoop
 from foxhunt.runtime.reconfigure import journal_config, risk_reload
@@ -217,6 +219,9 @@ async def run_paper(
         loop = TradingLoop(kernel, venue, journal, cfg.journal.durability)
         # from the first write on (the run's start): an outage then halts trading before it starts
         journal.watch_health(lambda reason, outage: control.push_urgent(_health_input(req.clock, reason, outage)))
+        if isinstance(req.clock, WallClock):  # a step back of the system clock, journaled once
+            req.clock.on_step_back = lambda step, held: control.push_urgent(
+                ClockHeld(ts_event=held, ts_init=held, step_ns=step))
         console = Console(loop, store, req.journal, cfg, req.clock, control.submit_admin, venue.name)
         loop.on_wait = lambda: _heartbeat(console, ops.notifier)
         if ops.telemetry is not None:
