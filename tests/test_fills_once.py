@@ -222,3 +222,25 @@ def test_any_interleaving_of_repeated_resent_and_reordered_reports_books_the_ven
     assert position(k) == venue_cum * lot
     assert k.orders.get(oid).filled_qty == venue_cum * lot and k.state is TradingState.ACTIVE
     assert k.orders.get(oid).is_open == (venue_cum < quantity)
+
+
+def test_a_fill_that_crossed_the_cancel_is_booked_and_the_order_stays_closed():
+    """The venue acknowledged the cancel, then reported an execution it made as the cancel crossed it:
+    the money moved, so the fill is booked (it was refused, and trading halted); the order stays canceled
+    and nothing of it is working again. Its repeat is a duplicate, and a fill past its quantity is refused."""
+    k, order_id, _, _ = working_order()
+    k.handle(3, fill(order_id, "E1", d("40000"), d("40000")))
+    k.handle(4, OrderCanceled(ts_event=21, ts_init=21, order_id=order_id, symbol="EURUSD"))
+    assert k.gate.working_orders() == {}
+    step = k.handle(5, fill(order_id, "E2", d("30000"), d("70000")))
+    assert [type(e) for e in step.derived] == [PositionChanged]
+    order = k.orders.get(order_id)
+    assert (order.status.value, order.filled_qty, position(k)) == ("CANCELED", d("70000"), d("70000"))
+    assert k.gate.working_orders() == {} and k.state is TradingState.ACTIVE
+    assert [type(e) for e in k.handle(6, fill(order_id, "E2", d("30000"), d("70000"))).derived] == [DuplicateFillIgnored]
+    refused = k.handle(7, fill(order_id, "E3", d("40000"), d("110000"), quantity=d("110000"))).derived
+    assert type(refused[0]) is OrderReportRefused and position(k) == d("70000")
+    k2, order_id2, _, _ = working_order()
+    k2.handle(3, OrderCanceled(ts_event=21, ts_init=21, order_id=order_id2, symbol="EURUSD"))
+    k2.handle(4, fill(order_id2, "E1", QTY, QTY))  # all of it crossed the cancel: the order is filled
+    assert k2.orders.get(order_id2).status.value == "FILLED" and position(k2) == QTY

@@ -92,7 +92,8 @@ _SEVERITY = {TradingState.ACTIVE: 0, TradingState.REDUCING: 1, TradingState.HALT
 # limits on its total are denied; a fill off the lot, beyond the collar (no limit) or past the position
 # bound, and an unrequested replace, are refused; a final fill short of the quantity leaves the order
 # working; limit changes carry the throttles' windows over; max_repeated_executions fills halt (was one
-# more); market data priced at or below zero or past int64 is flagged. (The us_equities rulebook came with
+# more); market data priced at or below zero or past int64 is flagged; a fill behind its order's cancel or
+# expiry is booked (was refused, and halted trading). (The us_equities rulebook came with
 # the same version: it derives nothing unless configured, and around_the_clock is the bands and
 # market-wide breaker of before.)
 BEHAVIOUR = 5

@@ -54,7 +54,10 @@ OPEN_STATUSES = frozenset({S.SUBMITTED, S.ACCEPTED, S.PARTIALLY_FILLED})
 
 # (status, event type) -> next status. Working orders may also be denied a cancel or replace by the gate,
 # or by the venue (OrderCancelRejected): both leave them as they are. A cancel reject can also arrive
-# after the order filled or was canceled: the venue answered a cancel that raced the end of the order.
+# after the order filled or was canceled: the venue answered a cancel that raced the end of the order. And
+# a fill can arrive after the order was canceled or expired: an execution the venue made as the cancel
+# crossed it, reported behind the cancel. It is booked (the money moved); the order stays closed, or is
+# filled if that was all of it (`Order.apply`).
 _WORKING_EXITS = {
     OrderPartiallyFilled: S.PARTIALLY_FILLED,
     OrderFilled: S.FILLED,
@@ -80,6 +83,10 @@ TRANSITIONS: dict[tuple[OrderStatus, type], OrderStatus] = {
     (S.FILLED, OrderCancelRejected): S.FILLED,
     (S.CANCELED, OrderCancelRejected): S.CANCELED,
     (S.EXPIRED, OrderCancelRejected): S.EXPIRED,
+    (S.CANCELED, OrderPartiallyFilled): S.CANCELED,
+    (S.CANCELED, OrderFilled): S.CANCELED,
+    (S.EXPIRED, OrderPartiallyFilled): S.EXPIRED,
+    (S.EXPIRED, OrderFilled): S.EXPIRED,
     (S.FILLED, OrderDenied): S.FILLED,
     (S.CANCELED, OrderDenied): S.CANCELED,
     (S.EXPIRED, OrderDenied): S.EXPIRED,
@@ -154,8 +161,12 @@ class Order:
             # quantities, not the report's kind, say whether anything is left. An order is filled once all
             # of it is, and partly filled until then.
             # A report that calls itself final while part of the order is unfilled leaves the order working
-            # for the rest, until the venue says what became of it.
-            self.status = S.FILLED if self.filled_qty == self.quantity else S.PARTIALLY_FILLED
+            # for the rest, until the venue says what became of it; a fill behind the order's cancel or
+            # expiry leaves it closed.
+            if self.filled_qty == self.quantity:
+                self.status = S.FILLED
+            elif self.status is not S.CANCELED and self.status is not S.EXPIRED:
+                self.status = S.PARTIALLY_FILLED
         elif kind is OrderAccepted:
             self.venue_order_id = cast(OrderAccepted, event).venue_order_id
         elif kind is OrderReplaced:
