@@ -158,3 +158,35 @@ async def test_a_snapshot_moved_to_another_seq_is_refused_by_start_up_and_by_ver
     assert "it is not where it was taken" in recovery.skipped[0]
     with pytest.raises(VerificationFailed, match=f"snapshot at seq {later} records state"):
         await replay.verify(store, "j", trading)
+
+
+@pytest.mark.parametrize("strategy", ["ema_cross", "zscore"])
+async def test_the_state_digest_covers_what_decides_strategies_breakers_and_the_pre_trade_engine(strategy):
+    """Two kernels fed the same journal agree on the digest; a kernel that differs in any state that decides
+    what it does next (a strategy's window, its random generator, a breaker's memory, a throttle's ring)
+    does not."""
+    _, trading, journal = await paper_journal({**RISKY, "FOXHUNT_STRATEGY__NAME": strategy})
+    cut = journal[-1].seq
+
+    def fed():
+        kernel = replay.build_kernel(trading)
+        for r in journal:
+            if r.causation is None:
+                kernel.handle(r.seq, r.message)
+        return kernel
+
+    same = fed().state_digest()
+    assert restored_at(trading, journal, cut).state_digest() == same
+    changes = {
+        "the strategy's own state": lambda k: (k.strategies[0].state.popitem() if strategy == "ema_cross"
+                                                else k.strategies[0].stats.popitem()),
+        "its random generator": lambda k: k.contexts[k.strategies[0].strategy_id].rng.random(),
+        "a breaker's memory": lambda k: k.safeguards.volatility.returns["EURUSD"].append(0.5),
+        "the market-wide breaker": lambda k: setattr(k.safeguards.market_wide, "tripped", 3),
+        "a throttle's ring": lambda k: k.gate.record_message(k.gate.flow, k.ts_event + 1),
+        "the VaR scenarios": lambda k: k.gate.book_var.returns.__setitem__((0, 0), 0.25),
+    }
+    for what, change in changes.items():
+        kernel = fed()
+        change(kernel)
+        assert kernel.state_digest() != same, what

@@ -208,9 +208,10 @@ class Kernel:
 
     def state_digest(self) -> str:
         """A short digest of what the kernel has built up (trading state, positions, orders, the market data
-        it trades on) and where it stands (the last input's sequence number, the run), to show that two
-        kernels fed the same journal (say, a restarted daemon's and a replay's, or a snapshot's and replay's
-        at the snapshot's seq) agree."""
+        it trades on, the pre-trade engine, the breakers, the strategies' own state and random generators)
+        and where it stands (the last input's sequence number, the run), to show that two kernels fed the
+        same journal (say, a restarted daemon's and a replay's, or a snapshot's and replay's at the
+        snapshot's seq) agree on everything that decides what they do next."""
         positions = [
             (p.symbol, p.quantity, p.cost, p.realized_pnl, p.commissions, p.cash)
             for _, p in sorted(self.portfolio.positions.items())
@@ -221,7 +222,13 @@ class Kernel:
         counts = [self.orders.count, self.orders.denied]
         place = [self.seq, self.run.run_id if self.run is not None else None]
         market = sorted(self.market.items())
-        state = [self.state.value, positions, orders, self.portfolio.max_drawdown, cancels, counts, place, market]
+        # what else decides: the gate's engine, the breakers, each strategy's own state and random generator
+        strategies = [[s.strategy_id, s.digest_state(), list(self.contexts[s.strategy_id].rng.getstate()[1])]
+                      for s in self.strategies]
+        deciding = [self.gate.digest_state(), self.safeguards.digest_state(), strategies, sorted(self.paused),
+                    self.state_before_journal_halt.value if self.state_before_journal_halt is not None else None]
+        state = [self.state.value, positions, orders, self.portfolio.max_drawdown, cancels, counts, place, market,
+                 deciding]
         return hashlib.sha256(msgspec.msgpack.encode(state)).hexdigest()[:16]
 
     def set_paused(self, strategy_id: str, paused: bool) -> None:

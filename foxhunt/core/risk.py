@@ -296,6 +296,20 @@ class PreTradeRisk:
         self.check, self.record_message = compiled.check_order_nb, compiled.record_message_nb
         self._views()
 
+    def digest_state(self) -> object:
+        """The engine's decision state for the kernel's digest: its one array (limits, positions, working
+        orders, marks, pauses, the throttles' and duplicate check's rings), the working orders' worth, our
+        resting prices, the bands, and the VaR book's scenarios."""
+        resting = [[symbol, sorted(bids.items()), sorted(asks.items())] for symbol, (bids, asks) in
+                   sorted(self.resting.items())]
+        var = None
+        if self.book_var is not None:
+            b = self.book_var
+            var = [b.returns.tobytes(), b.marks.tobytes(), b.sampled.tobytes(), b.exposure.tobytes(), b.used,
+                   b.head, b.next_sample]
+        return [self.engine.tobytes(), self.working_value, sorted(self.worth.items()), resting,
+                sorted(self.bands.items()), var]
+
     def working_orders(self) -> dict[str, tuple[int, int, int]]:
         """Per instrument with working orders: (buy quantity, sell quantity, orders), quantities in nanos."""
         return {symbol: (int(row[rc.S_OPEN_BUY]), int(row[rc.S_OPEN_SELL]), int(row[rc.S_OPEN_ORDERS]))

@@ -30,6 +30,22 @@ class Safeguards:
         self.state_before_market_halt: TradingState | None = None
         self.active = False
 
+    def digest_state(self) -> object:
+        """The breakers' state for the kernel's digest (core/breakers.py): each is a number, a list or a
+        dict of them, kept in input order or sorted here."""
+        b, v, m, p = self.breakers, self.volatility, self.market_wide, self.price_bands
+        fills = sorted([symbol, side.value, list(times)] for (symbol, side), times in b.fills.items())
+        return [
+            [b.day, b.day_start_equity, b.armed, fills],
+            [sorted([s, list(r)] for s, r in v.returns.items()), sorted(v.last.items())],
+            [m.day, m.reference, m.tripped, m.resume_at, sorted(m.closes.last.items()), sorted(m.closes.prior.items())],
+            [sorted([s, list(w)] for s, w in p.window.items()), sorted(p.sums.items()),
+             sorted(p.outside_since.items()), sorted(p.paused_until.items()), sorted(p.closes.last.items()),
+             sorted(p.closes.prior.items())],
+            sorted(self.volatility_paused),
+            None if self.state_before_market_halt is None else self.state_before_market_halt.value,
+        ]
+
     def follow_limits(self) -> None:
         """Which safeguards run, decided once per change of the limits."""
         gate, limits = self.kernel.gate, self.kernel.gate.limits

@@ -42,6 +42,12 @@ class Strategy:
     def on_timer(self, timer: TimerFired, ctx: StrategyContext) -> None:
         pass
 
+    def digest_state(self) -> object:
+        """What of the strategy's own state decides what it asks for, as plain data (numbers, strings and
+        lists of them, in an order that does not depend on the process), for the kernel's state digest:
+        two kernels fed the same journal must agree on it. None: the strategy keeps nothing."""
+        return None
+
 
 class StrategyContext:
     """One per strategy. Requests are collected and handed to the kernel when the callback returns."""

@@ -34,6 +34,9 @@ class EmaCross(Strategy):
         self.warmup = params.slow
         self.state: dict[str, _Averages] = {}
 
+    def digest_state(self) -> object:
+        return [[symbol, a.fast, a.slow, a.updates] for symbol, a in sorted(self.state.items())]
+
     def on_bar(self, bar: Bar, ctx: StrategyContext) -> None:
         self.on_price(bar.symbol, float(bar.close), ctx)
 

@@ -44,6 +44,10 @@ class ZScoreReversion(Strategy):
         self.stats: dict[str, _Stats] = {}
         self.age: dict[str, int] = {}
 
+    def digest_state(self) -> object:
+        stats = [[symbol, list(s.values), s.total, s.total_sq] for symbol, s in sorted(self.stats.items())]
+        return [stats, sorted(self.age.items())]
+
     def on_quote(self, quote: QuoteTick, ctx: StrategyContext) -> None:
         self._on_price(quote.symbol, (quote.bid + quote.ask) * 0.5, quote.bid, quote.ask, ctx)
 
