@@ -594,49 +594,61 @@ class Kernel:
         self.state = state
 
 
-# What a request must hold to be journaled and checked, field by field: (field, what it must be, what a
-# request that holds something else is recorded with). A strategy builds its requests itself, so the kernel
-# checks them: a float, NaN or out-of-range quantity, a price of the wrong type, is a denial that names it
-# (MALFORMED_REQUEST), never an exception out of the kernel nor a journal row that cannot be read back.
-def _int64(value: object) -> bool:
-    return type(value) is int and -INT64_MAX <= cast(int, value) <= INT64_MAX
-
-
-def _optional(check: Callable[[object], bool]) -> Callable[[object], bool]:
-    return lambda value: value is None or check(value)
-
-
-def _kind(cls: type) -> Callable[[object], bool]:
-    return lambda value: type(value) is cls
-
-
-_REQUEST_FIELDS: dict[type, tuple[tuple[str, Callable[[object], bool], object], ...]] = {
+# What a request must hold to be journaled and checked, field by field: (field, the types it may hold, what
+# a request that holds something else is recorded with); an int must also fit in int64. A strategy builds
+# its requests itself, so the kernel checks them: a float, NaN or out-of-range quantity, a price of the wrong
+# type, is a denial that names it (MALFORMED_REQUEST), never an exception out of the kernel nor a journal
+# row that cannot be read back.
+_NONE = type(None)
+_REQUEST_FIELDS: dict[type, tuple[tuple[str, tuple[type, ...], object], ...]] = {
     SubmitOrder: (
-        ("order_id", _kind(str), "?"), ("strategy_id", _kind(str), "?"), ("symbol", _kind(str), "?"),
-        ("side", _kind(Side), Side.BUY), ("order_type", _kind(OrderType), OrderType.MARKET),
-        ("quantity", _int64, 0), ("price", _optional(_int64), None), ("trigger_price", _optional(_int64), None),
-        ("time_in_force", _kind(TimeInForce), TimeInForce.GTC), ("reduce_only", _kind(bool), False),
-        ("edge_win_prob", _optional(_kind(float)), None), ("edge_payoff", _optional(_kind(float)), None),
+        ("order_id", (str,), "?"), ("strategy_id", (str,), "?"), ("symbol", (str,), "?"), ("side", (Side,), Side.BUY),
+        ("order_type", (OrderType,), OrderType.MARKET), ("quantity", (int,), 0), ("price", (int, _NONE), None),
+        ("trigger_price", (int, _NONE), None), ("time_in_force", (TimeInForce,), TimeInForce.GTC),
+        ("reduce_only", (bool,), False), ("edge_win_prob", (float, _NONE), None),
+        ("edge_payoff", (float, _NONE), None),
     ),
-    CancelOrder: (("order_id", _kind(str), "?"), ("symbol", _kind(str), "?"), ("reason", _kind(str), "")),
+    CancelOrder: (("order_id", (str,), "?"), ("symbol", (str,), "?"), ("reason", (str,), "")),
     ReplaceOrder: (
-        ("order_id", _kind(str), "?"), ("symbol", _kind(str), "?"), ("quantity", _optional(_int64), None),
-        ("price", _optional(_int64), None), ("trigger_price", _optional(_int64), None),
+        ("order_id", (str,), "?"), ("symbol", (str,), "?"), ("quantity", (int, _NONE), None),
+        ("price", (int, _NONE), None), ("trigger_price", (int, _NONE), None),
     ),
 }
+# the same, aligned with each request's fields in order (msgspec.structs.astuple reads them in one call):
+# the check runs for every order a strategy asks for
+_ALIGNED: dict[type, tuple[tuple[type, ...], ...]] = {
+    cls: tuple(next((kinds for name, kinds, _ in fields if name == field), (int,))
+               for field in cast(type[msgspec.Struct], cls).__struct_fields__)
+    for cls, fields in _REQUEST_FIELDS.items()
+}
+
+
+def _fits(value: object, kinds: tuple[type, ...]) -> bool:
+    kind = type(value)
+    return kind in kinds and (kind is not int or -INT64_MAX <= cast(int, value) <= INT64_MAX)
 
 
 def malformed(cmd: object) -> str:
     """What of a request cannot be journaled or checked as it stands ("" if nothing)."""
-    fields = _REQUEST_FIELDS.get(type(cmd), ())
-    bad = [f"{name}={getattr(cmd, name)!r}" for name, ok, _ in fields if not ok(getattr(cmd, name))]
-    return "" if not bad else f"not a valid {type(cmd).__name__}: " + ", ".join(bad)
+    aligned = _ALIGNED.get(type(cmd))
+    if aligned is None:
+        return ""
+    values = msgspec.structs.astuple(cast(msgspec.Struct, cmd))
+    for i in range(len(aligned)):
+        if not _fits(values[i], aligned[i]):
+            break
+    else:
+        return ""
+    bad = [f"{name}={getattr(cmd, name)!r}" for name, k, _ in _REQUEST_FIELDS[type(cmd)]
+           if not _fits(getattr(cmd, name), k)]
+    return f"not a valid {type(cmd).__name__}: " + ", ".join(bad)
 
 
 def _sanitized(cmd: SubmitOrder | CancelOrder | ReplaceOrder) -> SubmitOrder | CancelOrder | ReplaceOrder:
     """The request with each field it cannot hold replaced by a neutral value (what was there is in the
     denial's detail)."""
-    fixes = {name: stand_in for name, ok, stand_in in _REQUEST_FIELDS[type(cmd)] if not ok(getattr(cmd, name))}
+    fixes = {name: stand_in for name, kinds, stand_in in _REQUEST_FIELDS[type(cmd)]
+             if not _fits(getattr(cmd, name), kinds)}
     return msgspec.structs.replace(cmd, **fixes)
 
 

@@ -1,37 +1,37 @@
 """The pre-trade risk engine: every order command passes it before it can reach a venue.
 
-One compiled kernel call per order (core/risk_checks.py) checks, in this order, the first that fails
-naming the denial: trading state (HALTED, REDUCING), restricted list (no trade, reduce only), reduce-only
-orders, lot and tick conformity, minimum and maximum quantity, reference price present and fresh, maximum
-notional, price collars (basis points and ticks around the reference price), position limits long and
-short including working orders, open orders and open quantity, the account's gross and net exposure (each
-instrument's worst long and worst short, position plus working buys and position less working sells, at
-its reference price) and credit (positions at market plus working orders at their prices, an order
-without a limit at the reference moved by the collar), the order and message throttles, duplicate orders
-and self-match prevention. An order that, with the working orders on its side, cannot take its position
-past flat is not held back by position, exposure or credit limits; working orders whose cancel is on its
-way do not count against that (an operator's flatten cancels them and closes the position in one input). Then, if configured, the portfolio gate
-(core/risk_var.py): the book's historical VaR and expected shortfall after the order, each instrument
-held as if its working orders had filled. Each order of an input is checked against what the ones before
-it left. Before all of it, an order's prices must fit its type (a limit price for a limit order, a trigger
-for a stop, whose trigger is then checked as a limit's price is).
+One compiled kernel call per order (core/risk_checks.py) checks, in this order, the first that fails naming
+the denial: trading state (HALTED, REDUCING), restricted list (no trade, reduce only), reduce-only orders,
+lot and tick conformity, minimum and maximum quantity, reference price present and fresh, maximum notional,
+price collars (basis points and ticks around the reference price), position limits long and short including
+working orders, open orders and open quantity, the account's gross and net exposure (each instrument's worst
+long and worst short, position plus working buys and position less working sells, at its reference price)
+and credit (positions at market plus working orders at their prices, an order without a limit at the
+reference moved by the collar), the order and message throttles, duplicate orders and self-match prevention.
+An order that, with the working orders on its side, cannot take its position past flat is not held back by
+position, exposure or credit limits; working orders whose cancel is on its way do not count against that (an
+operator's flatten cancels them and closes the position in one input). Then, if configured, the portfolio
+gate (core/risk_var.py): the book's historical VaR and expected shortfall after the order, each instrument
+held as if its working orders had filled. Each order of an input is checked against what the ones before it
+left. Before all of it, an order's prices must fit its type (a limit price for a limit order, a trigger for
+a stop, whose trigger is then checked as a limit's price is).
 
 Nothing an order carries can wrap the int64 arithmetic: the compiled check holds every sum and product at
 int64's maximum (exact against every limit), no order is larger than QTY_MAX and all working orders of an
 instrument together no larger than OPEN_QTY_MAX, and every limit has a range (`_RANGES`): a value outside
-it, or not finite, is a configuration error that changes nothing. Breakers and the repeated-execution throttle act on the trading state, not on
-single orders, the volatility and price-band breakers pause single instruments (orders priced outside
-an instrument's band are denied), and the market-wide breaker halts
-everything on a reference index's decline (core/breakers.py). Orders that carry the strategy's edge
-estimate are also capped by fractional Kelly sizing.
+it, or not finite, is a configuration error that changes nothing.
+
+Breakers and the repeated-execution throttle act on the trading state, not on single orders, the volatility
+and price-band breakers pause single instruments (orders priced outside an instrument's band are denied),
+and the market-wide breaker halts everything on a reference index's decline (core/breakers.py). Orders that
+carry the strategy's edge estimate are also capped by fractional Kelly sizing.
 
 Configuration: every field of `RiskLimits` is the default of every instrument, and `[risk.instruments.X]`
-overrides them for instrument X; a limit left unset is off. Journals carry their configuration and replay rebuilds it, so a limit added from now on must
-default to off: an old journal then replays as recorded.
+overrides them for instrument X; a limit left unset is off. Journals carry their configuration and replay
+rebuilds it, so a limit added from now on must default to off: an old journal then replays as recorded.
 
 The reference price is the last market data of the instrument that the kernel accepted: a quote's mid, a
-bar's close, a trade's price; its age is measured in event time, from that data to the input being
-handled.
+bar's close, a trade's price; its age is measured in event time, from that data to the input being handled.
 A denial is a value (`Denial`), never an exception; the kernel turns it into an `OrderDenied` event.
 """
 
@@ -452,7 +452,7 @@ class PreTradeRisk:
         cells = self.cells[symbol]
         bps, ticks, tick = cells[rc.L_COLLAR_BPS], cells[rc.L_COLLAR_TICKS], cells[rc.L_TICK]
         away = abs(price - ref)
-        if ref > 0 and bps != rc.UNLIMITED and away * 10_000 > ref * bps:
+        if ref > 0 and bps != rc.UNLIMITED and away > self._collar_room(symbol, ref):  # away > floor(ref * bps / 1e4)
             return f"{format_fixed(away)} from the reference {format_fixed(ref)}, beyond the collar of {bps} bps"
         if ref > 0 and ticks != rc.UNLIMITED and away > ticks * tick:
             return f"{format_fixed(away)} from the reference {format_fixed(ref)}, beyond the collar of {ticks} ticks"
