@@ -109,7 +109,7 @@ def fix_venue(cfg: Config) -> VenueFactory:
         return FixVenue(f"FIX:{f.target_comp_id}", engine, lambda: kernel.orders.by_id, account=f.account,
                         reconcile_timeout=f.reconcile_timeout_s, cancel_on_reconnect=f.cancel_on_reconnect,
                         mass_status=f.reconcile_with == "mass_status", ack_timeout=f.ack_timeout_s,
-                        on_rejected_execution=TIGHTEN[f.on_rejected_execution])
+                        on_rejected_execution=TIGHTEN[f.on_rejected_execution], now=clock.now)
 
     return build
 
@@ -142,7 +142,7 @@ def ib_venue(cfg: Config) -> VenueFactory:
                        lambda: kernel.orders.by_id, account=c.account, market_data=tuple(c.market_data),
                        backoff_max=c.backoff_max, connect_timeout=c.connect_timeout,
                        on_rejected_execution=TIGHTEN[c.on_rejected_execution], probe_after=c.probe_after_s,
-                       probe_timeout=c.probe_timeout_s)
+                       probe_timeout=c.probe_timeout_s, now=clock.now)
 
     return build
 

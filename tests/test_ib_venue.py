@@ -78,6 +78,20 @@ async def test_connect_synchronise_and_qualify_stocks_futures_and_fx():
     assert {71, 61, 5, 99, 6, 7, 9} <= requests  # startApi, positions, open and completed orders, account, executions
 
 
+async def test_what_the_venue_reports_is_stamped_with_the_runs_clock():
+    """Not the system clock, which an operator or NTP may step back: the run's clock (runtime/clock.py,
+    WallClock) never goes backwards, and the kernel's throttles measure on it."""
+    ticks = iter(range(1_000, 1_000_000))
+    async with tws() as server:
+        h = Harness(server, now=lambda: next(ticks))
+        async with h.running():
+            order = h.submit()
+            await h.until(lambda: h.of(order, OrderFilled))
+    stamps = [(e.ts_event, e.ts_init) for e in h.events]
+    assert all(ts_event == ts_init < 1_000_000 for ts_event, ts_init in stamps)
+    assert [ts for ts, _ in stamps] == sorted(ts for ts, _ in stamps)
+
+
 async def test_an_order_through_submitted_to_filled_with_commission_and_a_reject_with_its_code():
     async with tws() as server:
         h = Harness(server)
@@ -222,6 +236,27 @@ async def test_a_commission_reported_after_a_reconciled_fill_is_published_on_its
     (commission,) = h.of(resting, CommissionReported)
     assert fill.commission == 0 and commission.trade_id == fill.trade_id and commission.commission == d("0.436")
     assert h.events.index(fill) < h.events.index(commission)
+
+
+async def test_a_commission_reported_after_an_execution_found_at_a_restart_is_published_on_its_own():
+    """The order filled while foxhunt was down; the restarted process finds the execution in reqExecutions
+    and its commission report comes after. ib_async holds no Trade for that order, so it emits no event for
+    the report (wrapper.commissionReport: "not a live execution"): the commission was lost."""
+    async with tws() as server:
+        h = Harness(server)
+        async with h.running():
+            resting = h.submit(order_type=OrderType.LIMIT, price="1.09")
+            await h.until(lambda: h.of(resting, OrderAccepted))
+        server.commission_delay = 0.3
+        server.fill_resting()
+        restarted = Harness(server)
+        restarted.book = h.book  # the kernel's orders, recovered from the journal
+        async with restarted.running():
+            await restarted.until(lambda: restarted.of(resting, CommissionReported))
+    (fill,) = restarted.of(resting, OrderFilled)
+    (commission,) = restarted.of(resting, CommissionReported)
+    assert fill.commission == 0 and commission.trade_id == fill.trade_id and commission.commission == d("0.436")
+    assert not restarted.venue.commission_untold
 
 
 async def test_an_execution_of_an_order_foxhunt_did_not_send_is_recorded_and_not_booked():

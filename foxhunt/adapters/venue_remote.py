@@ -20,10 +20,11 @@ class RemoteVenue:
     VenueConnected), so the kernel holds orders for it meanwhile."""
 
     name: str
+    now: Callable[[], int]  # the run's clock (Clock.now), which every report is stamped with
     keeps_orders = True
 
     def connect(self) -> list[Input]:
-        now = time.time_ns()
+        now = self.now()
         return [VenueDisconnected(ts_event=now, ts_init=now, venue=self.name, reason="connecting")]
 
     def on_market(self, msg: MarketData) -> list[Input]:

@@ -34,8 +34,9 @@ from foxhunt.adapters.fix import parsing
 
 log = structlog.get_logger("foxhunt.fix")
 
-# what the engine's thread hands over: (what happened, raw message or session text, ns it happened)
-Inbound = tuple[str, str, int]
+# what the engine's thread hands over: (what happened, raw message or session text); the venue stamps it
+# with the run's clock when it reaches the loop
+Inbound = tuple[str, str]
 RECEIVED_LOOKBACK = 1 << 20  # bytes of quickfix's message log searched for a message its session layer refused
 SENT_REMEMBERED = 100_000  # our last messages kept to match a session reject's RefSeqNum(45) to an order
 # The GIL switch interval from the first engine's start on (CPython's default is 5 ms). quickfix's thread needs the
@@ -101,7 +102,7 @@ class _Application(fix.Application):
 
     def _hand(self, kind: str, text: str) -> None:
         try:
-            self.deliver((kind, text, time.time_ns()))
+            self.deliver((kind, text))
         except BaseException:  # noqa: BLE001 - escaping here would end the process (see module docstring)
             log.exception("fix_handoff_failed", kind=kind, raw=text.replace(parsing.SOH, "|"))
 
@@ -280,4 +281,4 @@ class FixEngine:
         try:
             fix.Session.sendToTarget(_build(msg_type, body), self.session_id)
         except BaseException as e:  # noqa: BLE001 - a send that fails is reported, and sending goes on
-            self._deliver(("send_failed", f"{type(e).__name__}: {e}: 35={msg_type} {body!r}", time.time_ns()))
+            self._deliver(("send_failed", f"{type(e).__name__}: {e}: 35={msg_type} {body!r}"))

@@ -85,8 +85,10 @@ class FixVenue(RemoteVenue):
         self, name: str, engine: FixEngine, orders: Callable[[], dict[str, Order]], account: str = "",
         reconcile_timeout: float = 10.0, cancel_on_reconnect: bool = False, mass_status: bool = False,
         ack_timeout: float = 10.0, on_rejected_execution: TradingState | None = TradingState.HALTED,
+        now: Callable[[], int] = time.time_ns,
     ) -> None:
         self.name = name
+        self.now = now  # the run's clock (Clock.now): what the venue reports is stamped with
         self.engine = engine
         self.orders = orders  # the kernel's orders by id, read on the loop between inputs
         self.account = account
@@ -147,7 +149,8 @@ class FixVenue(RemoteVenue):
             self.reports.emit(msg)
 
     def _translate(self, item: Inbound) -> list[Input]:
-        kind, text, ts = item
+        kind, text = item
+        ts = self.now()
         try:
             match kind:
                 case "logon":
@@ -278,7 +281,7 @@ class FixVenue(RemoteVenue):
         """`reconcile_timeout` after a logon: if that logon's reconciliation still waits, trading resumes."""
         if self._reconciling is not waiting:  # done, or the session went down and came up again since
             return
-        ts = time.time_ns()
+        ts = self.now()
         for msg in self._reconciled(ts, f"no status from the venue for {', '.join(sorted(waiting))} within "
                                         f"{self.reconcile_timeout} s: kept as they were"):
             self.reports.emit(msg)
@@ -296,7 +299,7 @@ class FixVenue(RemoteVenue):
                     continue  # still in time
                 del self._unacknowledged[order_id]
                 if order is not None and order.status is OrderStatus.SUBMITTED and self.connected:
-                    self.reports.emit(self._session(time.time_ns(), event="status_requested",
+                    self.reports.emit(self._session(self.now(), event="status_requested",
                                                     detail=f"no acknowledgement of {order_id} within "
                                                            f"{self.ack_timeout} s"))
                     self._ask_status({order_id: order})

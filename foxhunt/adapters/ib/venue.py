@@ -82,9 +82,10 @@ class IbVenue(RemoteVenue):
         orders: Callable[[], dict[str, Order]], account: str = "", market_data: tuple[str, ...] = (),
         backoff_max: float = 30.0, connect_timeout: float = 10.0,
         on_rejected_execution: TradingState | None = TradingState.HALTED, probe_after: float = 30.0,
-        probe_timeout: float = 10.0,
+        probe_timeout: float = 10.0, now: Callable[[], int] = time.time_ns,
     ) -> None:
         self.name, self.ib = name, ib
+        self.now = now  # the run's clock (Clock.now): what the venue reports is stamped with
         self.host, self.port, self.client_id = host, port, client_id
         self.contracts = contracts
         self.orders = orders  # the kernel's orders by id, read on the loop between inputs
@@ -105,6 +106,10 @@ class IbVenue(RemoteVenue):
         self.closed = DoneOrders(self.trades)
         self.ends_published = RecentSet()  # orders whose cancel or reject is published: IB repeats a status
         self.commission_due = RecentSet()  # executions published before their commission report came
+        # ... of them, those a reconciliation published: where ib_async holds no Trade for the order (filled
+        # before this connection) it takes the commission report into the Fill but emits no event, so each
+        # is looked for after every batch of data, until its report is published one way or the other
+        self.commission_untold: dict[str, str] = {}  # execution id -> foxhunt order id
         self.replacing: set[str] = set()  # modifications sent, waiting for IB's openOrder that confirms them
         self.reports = Reports()
         self._lost = asyncio.Event()
@@ -197,6 +202,8 @@ class IbVenue(RemoteVenue):
         """After ib_async has taken in what arrived: a message announcing more than MAX_MESSAGE_BYTES is
         garbage that ib_async would wait for without end. Its buffer is its own (`client._data`), read here
         only to see the announced length; an ib_async without it leaves the probe to find a deaf connection."""
+        if self.commission_untold:
+            self._untold_commissions()
         pending = getattr(self.ib.client, "_data", b"")
         if len(pending) >= 4 and int.from_bytes(pending[:4], "big") > MAX_MESSAGE_BYTES:
             self._drop(f"a message of {int.from_bytes(pending[:4], 'big')} bytes announced "
@@ -237,6 +244,7 @@ class IbVenue(RemoteVenue):
         the fills foxhunt missed (found by the order id in orderRef) and close the orders IB canceled."""
         fills: dict[str, list[Fill]] = {}
         known = self.orders()
+        self.commission_untold.clear()  # this connection reports every execution of the day again
         for fill in self.ib.fills():
             if fill.execution.orderRef in known:
                 fills.setdefault(fill.execution.orderRef, []).append(fill)
@@ -249,6 +257,8 @@ class IbVenue(RemoteVenue):
                 continue
             for fill in fills.get(order_id, []):
                 self._fill(order_id, fill)
+                if fill.execution.execId in self.commission_due:
+                    self.commission_untold[fill.execution.execId] = order_id
             trade = trades.get(order_id)
             if trade is not None:
                 self.trades[order_id] = trade
@@ -320,12 +330,27 @@ class IbVenue(RemoteVenue):
         if order_id is None:
             self._foreign(fill)
         elif fill.execution.execId in self.commission_due:
-            self.commission_due.discard(fill.execution.execId)
-            self._guarded("commissionReport", report, lambda: self._emit(CommissionReported(
-                **self._stamps(), order_id=order_id, symbol=self.orders()[order_id].symbol,
-                trade_id=fill.execution.execId, commission=parsing.fixed(report.commission))))
+            self._commission(order_id, fill, report)
         else:
             self._fill(order_id, fill)
+
+    def _commission(self, order_id: str, fill: Fill, report) -> None:
+        """The commission of an execution published before it: published on its own, once."""
+        self.commission_due.discard(fill.execution.execId)
+        self.commission_untold.pop(fill.execution.execId, None)
+        self._guarded("commissionReport", report, lambda: self._emit(CommissionReported(
+            **self._stamps(), order_id=order_id, symbol=self.orders()[order_id].symbol,
+            trade_id=fill.execution.execId, commission=parsing.fixed(report.commission))))
+
+    def _untold_commissions(self) -> None:
+        """The commission reports ib_async took in without an event (see `commission_untold`): published as
+        `_on_commission` publishes the others."""
+        fills = self.ib.wrapper.fills
+        for exec_id, order_id in list(self.commission_untold.items()):
+            fill = fills.get(exec_id)
+            if fill is not None and fill.commissionReport.execId:
+                del self.commission_untold[exec_id]
+                self._commission(order_id, fill, fill.commissionReport)
 
     def _fill(self, order_id: str, fill: Fill) -> None:
         execution = fill.execution
@@ -416,7 +441,7 @@ class IbVenue(RemoteVenue):
 
     def _on_tickers(self, tickers: set[Ticker]) -> None:
         self._heard = time.monotonic()
-        now = time.time_ns()
+        now = self.now()
         for ticker in tickers:
             symbol = self._symbol_of(ticker.contract)
             if symbol is None:
@@ -449,9 +474,8 @@ class IbVenue(RemoteVenue):
     def _emit(self, msg: Input) -> None:
         self.reports.emit(msg)  # onto the bus now if it has room, else in order behind what waits
 
-    @staticmethod
-    def _stamps() -> dict[str, int]:
-        now = time.time_ns()
+    def _stamps(self) -> dict[str, int]:
+        now = self.now()
         return {"ts_event": now, "ts_init": now}
 
     def _order_id(self, trade: Trade) -> str | None:
