@@ -66,7 +66,7 @@ def main() -> None:
         check = kernel.gate.check_submit
         samples = []
         for i in range(args.orders):
-            kernel.ts_event = 10**9 + i * 1_000_000  # orders a millisecond apart
+            kernel.ts_event = kernel.now_ns = 10**9 + i * 1_000_000  # orders a millisecond apart
             started = clock()
             denial = check(orders[i % 1000], kernel)
             samples.append(clock() - started)

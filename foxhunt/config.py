@@ -185,6 +185,9 @@ class InstrumentConfig(_Section, frozen=True, kw_only=True):
     lot_size: Decimal
     currency: str
     multiplier: int = 1
+    # the grid executions are priced on, where finer than tick_size: US equities trade at sub-penny prices
+    # (mid-point and price-improved executions) that Reg NMS Rule 612 forbids only in orders and quotes
+    execution_tick: Decimal | None = None
 
 
 DEFAULT_INSTRUMENTS = {
@@ -214,12 +217,20 @@ class TradingConfig(_Section, frozen=True, kw_only=True):
         out = {}
         for symbol, ic in sorted(self.instruments.items()):
             try:
-                out[symbol] = Instrument(
+                inst = Instrument(
                     symbol=symbol, tick_size=nanos(ic.tick_size), lot_size=nanos(ic.lot_size),
                     currency=ic.currency, multiplier=ic.multiplier,
+                    execution_tick=nanos(ic.execution_tick) if ic.execution_tick is not None else 0,
                 )
             except ValueError as e:
                 raise ConfigError(f"instruments.{symbol}: {e}") from e
+            if inst.tick_size <= 0 or inst.lot_size <= 0 or inst.multiplier < 1:
+                raise ConfigError(f"instruments.{symbol}: tick_size and lot_size must be positive, multiplier at"
+                                  f" least 1 (got {ic.tick_size}, {ic.lot_size}, {ic.multiplier})")
+            if ic.execution_tick is not None and (inst.execution_tick <= 0 or inst.tick_size % inst.execution_tick):
+                raise ConfigError(f"instruments.{symbol}.execution_tick: {ic.execution_tick} must be positive and"
+                                  f" divide tick_size {ic.tick_size} (a price on the tick is a price executions take)")
+            out[symbol] = inst
         return out
 
 

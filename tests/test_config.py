@@ -62,6 +62,22 @@ def test_bad_files_name_the_file_and_the_key(tmp_path, text, message):
         config.load(path, env={})
 
 
+def test_instruments_with_an_impossible_grid_are_refused_by_name(tmp_path):
+    cases = [
+        ("tick_size = '0'\nlot_size = '1000'", r"instruments\.EURUSD: tick_size and lot_size must be positive"),
+        ("tick_size = '0.01'\nlot_size = '1'\nexecution_tick = '0.003'",
+         r"instruments\.EURUSD\.execution_tick: 0\.003 must be positive and divide tick_size 0\.01"),
+        ("tick_size = '0.01'\nlot_size = '1'\nexecution_tick = '0'", r"execution_tick: 0 must be positive"),
+    ]
+    for fields, message in cases:
+        path = tmp_path / "f.toml"
+        path.write_text(f"[instruments.EURUSD]\n{fields}\ncurrency = 'USD'\n")
+        with pytest.raises(ConfigError, match=message):
+            config.load(path, env={}).trading().build_instruments()
+    path.write_text("[instruments.AAPL]\ntick_size = '0.01'\nlot_size = '1'\ncurrency = 'USD'\nexecution_tick = '0.0001'\n")
+    assert config.load(path, env={}).trading().build_instruments()["AAPL"].execution_tick == 100_000
+
+
 def test_decimals_may_be_written_as_strings_or_numbers_and_text_settings_keep_their_digits(tmp_path):
     path = tmp_path / "f.toml"
     path.write_text("[risk]\nmax_order_qty = '5000'\nmax_order_notional = 2500000\nmax_var = 1500.5\n")

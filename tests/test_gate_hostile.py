@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 
+import msgspec
 import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -54,9 +55,9 @@ class Asking(Strategy):
             self.ids.append(ctx.submit(**ask))
 
 
-def make(**limits) -> tuple[Kernel, Asking]:
+def make(instruments=INSTRUMENTS, **limits) -> tuple[Kernel, Asking]:
     strategy = Asking()
-    k = Kernel(INSTRUMENTS, [strategy], PreTradeRisk(RiskLimits(**limits), INSTRUMENTS))
+    k = Kernel(instruments, [strategy], PreTradeRisk(RiskLimits(**limits), instruments))
     k.handle(1, quote(1_000, "1.10000", "1.10002"))  # reference mid 1.10001
     return k, strategy
 
@@ -301,6 +302,29 @@ def test_fills_are_checked_for_value_against_their_order():
     assert not market.k.portfolio.positions
 
 
+def test_a_fill_off_the_tick_is_refused_unless_the_instruments_executions_are_finer():
+    driver = Driver(*make())
+    order_id = working(driver, buy("100000", "1.1"))
+    assert refusal_of(driver.fill(order_id, d("1000"), d("1.099995"))) == (
+        "fill at 1.099995 is not a multiple of the tick 0.00001 (instruments.EURUSD.execution_tick, where"
+        " executions are finer)")
+    assert driver.k.state is TradingState.HALTED and not driver.k.portfolio.positions
+    finer = {"EURUSD": msgspec.structs.replace(INSTRUMENTS["EURUSD"], execution_tick=d("0.000005"))}
+    driver = Driver(*make(finer))
+    order_id = working(driver, buy("100000", "1.1"))
+    driver.fill(order_id, d("1000"), d("1.099995"))  # a price-improved execution, on the finer grid
+    assert driver.k.portfolio.positions["EURUSD"].quantity == d("1000")
+    assert driver.k.state is TradingState.ACTIVE
+
+
+def test_a_refused_fill_reduces_trading_where_so_configured_and_then_cancels_nothing():
+    driver = Driver(*make(refused_fill_action="reduce"))
+    order_id = working(driver, buy("100000", "1.1"))
+    step = driver.fill(order_id, d("1500"), d("1.1"))
+    assert driver.k.state is TradingState.REDUCING and not step.commands
+    assert driver.k.orders.get(order_id).is_open
+
+
 def test_a_final_fill_short_of_the_quantity_leaves_the_rest_working():
     driver = Driver(*make())
     order_id = working(driver, buy("100000", "1.1"))
@@ -352,6 +376,22 @@ def test_tightening_the_order_throttle_inside_its_window_grants_no_budget():
     assert driver.ask(buy("1000", "1.1")) == [("ORDER_THROTTLE", "orders=41 limit=40")]
     driver.ts += 1_000_000_000  # the window has passed
     assert driver.ask(buy("1000", "1.1")) == [("OK", "")]
+
+
+def test_throttles_measure_on_the_time_inputs_were_taken_in_which_never_goes_backwards():
+    """An input stamped an hour back (the system clock stepped back before the live clock held it, or an
+    input taken in earlier that reached the bus later): the orders of the last window were counted as
+    still recent, and every new order was refused for as long as the step lasted."""
+    driver = Driver(*make(max_orders_per_window=2, max_messages_per_second=None, collar_bps=None))
+    driver.ts = 10**13
+    assert driver.ask(buy("1000", "1.1"), buy("1000", "1.1")) == [("OK", "")] * 2
+    driver.ts += 2 * 10**9  # the window has passed ...
+    held = driver.ts
+    assert driver.ask() == []
+    driver.ts -= 3600 * 10**9  # ... and the next inputs are stamped an hour earlier
+    assert driver.ask(buy("1000", "1.1"), buy("1000", "1.1"), buy("1000", "1.1")) == [("OK", "")] * 2 + [
+        ("ORDER_THROTTLE", "orders=3 limit=2")]
+    assert driver.k.now_ns == held
 
 
 def test_a_new_var_confidence_applies_to_the_var_book():

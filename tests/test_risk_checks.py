@@ -219,7 +219,7 @@ def test_working_orders_are_tracked_through_their_events_and_count_against_limit
 
 
 def submit_at(k: Kernel, ts: int, qty: str = "1000", price: str | None = None, side: Side = Side.BUY):
-    k.ts_event = ts
+    k.ts_event = k.now_ns = ts  # an input taken in at ts (the throttles measure on now_ns)
     return submit(k, qty, price, side)
 
 

@@ -95,8 +95,11 @@ _SEVERITY = {TradingState.ACTIVE: 0, TradingState.REDUCING: 1, TradingState.HALT
 # more); market data priced at or below zero or past int64 is flagged; a fill behind its order's cancel or
 # expiry is booked (was refused, and halted trading). (The us_equities rulebook came with
 # the same version: it derives nothing unless configured, and around_the_clock is the bands and
-# market-wide breaker of before.)
-BEHAVIOUR = 5
+# market-wide breaker of before.) 6: the order and message throttles, the duplicate window and the
+# repeated-execution window measure on the run's clock (the latest ts_init, `now_ns`), not on the ts_event
+# of the input being handled; a fill off its instrument's execution tick is refused; a refused fill
+# tightens to `refused_fill_action` (halt, as before, unless configured to reduce).
+BEHAVIOUR = 6
 
 
 PRICE_MAX = INT64_MAX  # market data priced above it (or at or below 0) is flagged, not traded on
@@ -141,6 +144,11 @@ class Kernel:
         self.seq = 0
         self.ts_event = 0
         self.ts_init = 0
+        # the run's clock as the kernel has seen it: the latest ts_init, which never goes backwards (the live
+        # clock holds on a step back; this holds on an input taken in earlier that reached the bus later).
+        # The throttles and the repeated-execution window measure on it; the market's own windows and the
+        # age of market data measure on ts_event, the time the market gave.
+        self.now_ns = 0
         self.safeguards = Safeguards(self)
         self.operator = Operator(self)
         self.follow_limits()
@@ -185,6 +193,8 @@ class Kernel:
         self.seq = seq
         self.ts_event = msg.ts_event
         self.ts_init = msg.ts_init
+        if msg.ts_init > self.now_ns:  # noqa: PLR1730 - every input passes here: a compare, not a call
+            self.now_ns = msg.ts_init
         self._order_counter = 0
         derived = self._derived
         handler = self._handlers.get(type(msg))
@@ -220,7 +230,7 @@ class Kernel:
                   for o in self.orders.by_id.values()]
         cancels = sorted(self.cancels_pending), sorted(self.replaces_pending)
         counts = [self.orders.count, self.orders.denied]
-        place = [self.seq, self.run.run_id if self.run is not None else None]
+        place = [self.seq, self.run.run_id if self.run is not None else None, self.now_ns]
         market = sorted(self.market.items())
         # what else decides: the gate's engine, the breakers, each strategy's own state and random generator
         strategies = [[s.strategy_id, s.digest_state(), list(self.contexts[s.strategy_id].rng.getstate()[1])]
@@ -323,8 +333,8 @@ class Kernel:
 
     def _admit(self, report: OrderEvent, order: Order | None) -> bool:
         """Whether the order's lifecycle allows this report of the venue's; if not, the report is recorded as
-        refused. A refused fill also halts trading (the kill switch): money moved at the venue that the
-        positions cannot show."""
+        refused. A refused fill also tightens trading (`refused_fill_action`: a halt, the kill switch, unless
+        configured to reduce): money may have moved at the venue that the positions cannot show."""
         reason = refusal(order, report)
         kind = type(report)
         if not reason and (kind is OrderFilled or kind is OrderPartiallyFilled):
@@ -337,7 +347,8 @@ class Kernel:
                                      symbol=report.symbol, report=kind.__name__, reason=reason))
         if kind is OrderFilled or kind is OrderPartiallyFilled:
             fill = cast(OrderFilled, report)
-            self.tighten(TradingState.HALTED, fill, f"fill {fill.trade_id} of order {fill.order_id} refused: {reason}")
+            action = TradingState.REDUCING if self.gate.limits.refused_fill_action == "reduce" else TradingState.HALTED
+            self.tighten(action, fill, f"fill {fill.trade_id} of order {fill.order_id} refused: {reason}")
         elif kind is OrderReplaced and order is not None:
             cause = f"order {order.order_id} replaced unasked: {reason}"
             self.tighten(TradingState.HALTED, cast(OrderReplaced, report), cause)
@@ -345,11 +356,15 @@ class Kernel:
 
     def _fill_value_problem(self, order: Order, fill: OrderFilled) -> str:
         """Why a fill the order's lifecycle allows cannot be booked as it stands: a quantity off the lot, a
-        price off the collar around the reference (an order without a limit, which the collar bounds), or a
-        position beyond what the engine holds ("" if none)."""
+        price off the execution tick or the collar around the reference (an order without a limit, which the
+        collar bounds), or a position beyond what the engine holds ("" if none)."""
         inst = self.instruments[order.symbol]
         if fill.last_qty % inst.lot_size:
             return f"fill of {format_fixed(fill.last_qty)} is not a multiple of the lot {format_fixed(inst.lot_size)}"
+        tick = inst.execution_tick or inst.tick_size
+        if fill.last_price % tick:
+            return (f"fill at {format_fixed(fill.last_price)} is not a multiple of the tick {format_fixed(tick)}"
+                    f" (instruments.{order.symbol}.execution_tick, where executions are finer)")
         if order.order_type is not OrderType.LIMIT:
             beyond = self.gate.beyond_collar(order.symbol, fill.last_price, reference_price(
                 self.market.get(order.symbol), 0)[0])
@@ -528,7 +543,7 @@ class Kernel:
             down = ",".join(sorted(self.venues_down))
             self._verdict(cmd, ("VENUE_DISCONNECTED", f"{down}; held until it is back"))
         else:
-            self.gate.note_cancel(self.ts_event)
+            self.gate.note_cancel(self.now_ns)
             self._commands.append(cmd)
 
     def _replace(self, cmd: ReplaceOrder) -> None:

@@ -117,6 +117,9 @@ class RiskLimits(InstrumentRisk, frozen=True, kw_only=True, forbid_unknown_field
     vol_sample_ms: int = 1000  # ... sampled on this clock (event time)
     max_repeated_executions: int | None = None  # this many fills, one symbol and side, inside the window halt
     repeated_execution_window_ms: int = 1000
+    # a fill the kernel refuses (off the lot or the execution tick, beyond the collar, past the position
+    # bound): money may have moved that the positions cannot show, so trading tightens to this
+    refused_fill_action: Literal["reduce", "halt"] = "halt"
     rulebook: Literal["around_the_clock", "us_equities"] | None = "around_the_clock"
     instruments: dict[str, InstrumentRisk] = {}
 
@@ -435,7 +438,7 @@ class PreTradeRisk:
         code = self.check(
             self.engine, row_at, 1 if side is _BUY else -1, qty, total, price or 0, price is not None,
             reduce_only, ref, age, less_buy, less_sell, less_count, canceling, _STATES[kernel.state], credit_used,
-            worth, now, terms, trigger,
+            worth, kernel.now_ns, terms, trigger,
         )
         if code != rc.OK:
             return Denial(rc.REASONS[code], self._detail(code, symbol))

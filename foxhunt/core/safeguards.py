@@ -77,7 +77,7 @@ class Safeguards:
             self._check_band(symbol, price, msg)
 
     def on_fill(self, fill: OrderPartiallyFilled | OrderFilled) -> None:
-        cause = self.breakers.check_fill(fill.ts_event, fill.symbol, fill.side)
+        cause = self.breakers.check_fill(self.kernel.now_ns, fill.symbol, fill.side)
         if cause is not None:
             self.kernel.tighten(TradingState.HALTED, fill, cause)
 

@@ -8,13 +8,16 @@ from foxhunt.messages.base import Enum, Input
 
 
 class Instrument(msgspec.Struct, frozen=True, kw_only=True):
-    """A tradable thing. Prices must be multiples of `tick_size`, quantities of `lot_size` (both nanos)."""
+    """A tradable thing. Prices must be multiples of `tick_size`, quantities of `lot_size` (both nanos).
+    An execution's price must be a multiple of `execution_tick`, where a market lets executions be finer
+    than orders (0: `tick_size`)."""
 
     symbol: str
     tick_size: int
     lot_size: int
     currency: str
     multiplier: int = 1
+    execution_tick: int = 0
 
 
 class PriceType(Enum):
