@@ -69,6 +69,7 @@ def test_two_feed_clock_runs_of_the_same_feed_and_seed_record_the_same_events(cl
     assert journal_lines(a, cli_env) == journal_lines(b, cli_env)
 
 
+@pytest.mark.faults
 def test_a_second_writer_is_refused_and_sigterm_stops_cleanly(cli_env, journal_name):
     first = subprocess.Popen(
         [sys.executable, "-m", "foxhunt", "run", "--journal", journal_name, "--feed", "synthetic:seed=1,n=100000000",
@@ -83,6 +84,10 @@ def test_a_second_writer_is_refused_and_sigterm_stops_cleanly(cli_env, journal_n
         second = foxhunt("run", "--journal", journal_name, "--feed", "synthetic:n=10", env=cli_env)
         assert second.returncode == 2
         assert f"journal '{journal_name}' is held by another writer: foxhunt writer pid={first.pid}" in second.stderr
+        # trading, not starting (a stop during start-up is its own test, below): the feed's quotes are journaled
+        while "\tQuoteTick\t" not in ok("journal", "show", journal_name, "--limit", "50", env=cli_env).stdout:
+            assert time.monotonic() < deadline + 30 and first.poll() is None, "first writer did not trade"
+            time.sleep(0.2)
     finally:
         first.send_signal(signal.SIGTERM)
         out, err = first.communicate(timeout=60)
@@ -93,6 +98,7 @@ def test_a_second_writer_is_refused_and_sigterm_stops_cleanly(cli_env, journal_n
     assert summary("replay", journal_name, "--verify", env=cli_env)["events"] == json.loads(out)["last_seq"]
 
 
+@pytest.mark.faults
 def test_a_restarted_run_recovers_and_the_whole_journal_still_verifies(cli_env, journal_name):
     first = summary("run", "--journal", journal_name, "--feed", "synthetic:seed=4,n=5000", "--clock", "feed",
                     "--max-events", "2000", env=cli_env)
@@ -123,6 +129,7 @@ def test_real_market_data_runs_and_verifies(cli_env, journal_name, name):
     assert summary("replay", journal_name, "--verify", env=cli_env)["verified"] > 0
 
 
+@pytest.mark.faults
 def test_a_bad_row_mid_file_stops_the_run_cleanly_and_is_recorded(cli_env, journal_name, tmp_path):
     rows = "".join(f"2020-01-01 00:00:{i:02d}+00:00,1.1000{i % 3},1.1001{i % 7}\n" for i in range(50))
     path = tmp_path / "eurusd.csv"
@@ -192,6 +199,7 @@ def test_ingest_loads_market_data_to_backtest_and_refuses_what_makes_no_sense(cl
     assert done.returncode == 2 and "ingest needs a feed to load" in done.stderr, done.stderr
 
 
+@pytest.mark.faults
 def test_a_stop_asked_for_during_start_up_is_honoured_once_the_journal_is_consistent(cli_env, journal_name):
     """SIGTERM in the first seconds of start-up took the default action: exit 143, nothing said. Now it is
     logged, the run starts (recovery done, the journal consistent) and stops at once, cleanly: exit 0."""

@@ -18,7 +18,7 @@ import pytest
 from foxhunt.messages import codec
 from tests.test_durability import journal_facts
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.faults]
 KILLS = 20
 
 

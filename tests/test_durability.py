@@ -17,7 +17,7 @@ from foxhunt.adapters.journal_pg_writer import WriterPolicy
 from foxhunt.adapters.journal_postgres import PostgresJournalStore
 from tests.fakes import quote
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.faults]
 META = dict(config=b"{}", config_digest="d", fingerprint={})
 
 

@@ -10,6 +10,7 @@ import math
 from decimal import Decimal
 
 import msgspec
+import pytest
 import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -378,6 +379,7 @@ def test_tightening_the_order_throttle_inside_its_window_grants_no_budget():
     assert driver.ask(buy("1000", "1.1")) == [("OK", "")]
 
 
+@pytest.mark.faults
 def test_throttles_measure_on_the_time_inputs_were_taken_in_which_never_goes_backwards():
     """An input stamped an hour back (the system clock stepped back before the live clock held it, or an
     input taken in earlier that reached the bus later): the orders of the last window were counted as

@@ -77,6 +77,7 @@ async def test_a_reopened_journal_continues_its_numbering(store, journal_name):
     assert journal_name in [i.name for i in await store.list()]
 
 
+@pytest.mark.faults
 async def test_a_second_writer_is_refused_while_the_first_holds_the_journal(store, journal_name):
     async with store.writer(journal_name, **META):
         with pytest.raises(JournalLocked, match="held by another writer"):
@@ -124,6 +125,7 @@ async def test_tail_follows_new_records_as_they_are_committed(store, journal_nam
     assert seen == [3, 4, 5, 6, 7, 8]
 
 
+@pytest.mark.faults
 async def test_postgres_names_the_holder_of_the_lock(pg_dsn, journal_name):
     store = PostgresJournalStore(pg_dsn)
     async with store.writer(journal_name, **META):

@@ -76,6 +76,7 @@ async def test_a_batch_larger_than_the_span_gets_every_range_it_needs(pg_dsn, jo
     assert [r.seq for r in await read(store, journal_name)] == list(range(1, 556))
 
 
+@pytest.mark.faults
 async def test_old_ranges_are_archived_to_checksummed_files_and_restored(pg_dsn, journal_name, tmp_path):
     store = PostgresJournalStore(pg_dsn, WriterPolicy(batch_max=30, queue_max=60, partition_span=SPAN), page_size=40)
     await write(store, journal_name, 350)
@@ -108,6 +109,7 @@ async def test_old_ranges_are_archived_to_checksummed_files_and_restored(pg_dsn,
     assert [(r.seq, r.causation, r.payload) for r in after[:350]] == [(r.seq, r.causation, r.payload) for r in before]
 
 
+@pytest.mark.faults
 def test_archive_and_restore_from_the_command_line_and_a_restart_from_a_snapshot_in_between(
     cli_env, pg_dsn, journal_name, tmp_path
 ):

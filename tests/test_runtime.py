@@ -107,6 +107,7 @@ async def test_max_events_counts_feed_inputs():
     assert len(quotes) == 700
 
 
+@pytest.mark.faults
 async def test_a_failing_feed_is_recorded_as_the_reason_and_then_reported():
     def broken():
         yield from synthetic(50, EventClock())
@@ -193,7 +194,7 @@ class _StillBacklogged(DiscardingJournal):
 
 async def test_a_journal_still_backlogged_after_relief_slows_the_loop_but_every_input_is_taken_once():
     from foxhunt.adapters.venue_sim import SimVenue
-    from foxhunt.adapters.venue_sim_config import SimVenueConfig
+    from foxhunt.config import SimVenueConfig
     from foxhunt.messages.orders import Side
     from foxhunt.runtime.loop import TradingLoop
     from tests.fakes import kernel as make_kernel
@@ -219,6 +220,7 @@ class SteppedSystemClock:
         self.mono += ns
 
 
+@pytest.mark.faults
 def test_the_live_clock_never_runs_backwards_nor_stands_still_when_the_system_clock_steps_back():
     system = SteppedSystemClock()
     clock = WallClock(read=lambda: system.wall, monotonic=lambda: system.mono)
@@ -244,6 +246,7 @@ def test_the_live_clock_never_runs_backwards_nor_stands_still_when_the_system_cl
     assert len(steps) == 2
 
 
+@pytest.mark.faults
 async def test_a_run_journals_a_step_back_of_the_system_clock_once_and_its_inputs_keep_their_order():
     system = SteppedSystemClock()
     clock = WallClock(read=lambda: system.wall, monotonic=lambda: system.mono)

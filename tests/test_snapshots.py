@@ -100,6 +100,7 @@ async def test_a_stop_saves_a_snapshot_and_the_next_start_recovers_from_it_feedi
     assert await quiet.snapshots("j") == []
 
 
+@pytest.mark.faults
 async def test_recovery_passes_over_a_snapshot_it_cannot_use_and_says_why():
     store, trading, journal = await paper_journal(RISKY, n=1500)
     last = journal[-1].seq
@@ -128,6 +129,7 @@ async def test_recovery_passes_over_a_snapshot_it_cannot_use_and_says_why():
     assert recovery.snapshot == good and recovery.inputs == 0 and recovery.skipped == []
 
 
+@pytest.mark.faults
 async def test_verify_refuses_a_snapshot_of_a_state_the_journal_does_not_lead_to():
     store, trading, journal = await paper_journal(RISKY, n=1500)
     inputs = [r.seq for r in journal if r.causation is None]
@@ -142,6 +144,7 @@ async def test_verify_refuses_a_snapshot_of_a_state_the_journal_does_not_lead_to
     assert recovery.snapshot is None and "restores another state than it recorded" in recovery.skipped[0]
 
 
+@pytest.mark.faults
 async def test_a_snapshot_moved_to_another_seq_is_refused_by_start_up_and_by_verify():
     """The review's fault: a snapshot row moved 101 inputs later was restored there, and verify passed,
     since neither the restore nor the state digest knew the kernel's own position."""
@@ -160,6 +163,7 @@ async def test_a_snapshot_moved_to_another_seq_is_refused_by_start_up_and_by_ver
         await replay.verify(store, "j", trading)
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize("strategy", ["ema_cross", "zscore"])
 async def test_the_state_digest_covers_what_decides_strategies_breakers_and_the_pre_trade_engine(strategy):
     """Two kernels fed the same journal agree on the digest; a kernel that differs in any state that decides
