@@ -22,7 +22,6 @@ from typing import Any, Literal
 
 import msgspec
 
-from foxhunt.adapters.venue_sim_config import SimVenueConfig
 from foxhunt.core.fixed import nanos
 from foxhunt.core.risk import RiskLimits
 from foxhunt.core.strategies import StrategyParams
@@ -178,6 +177,14 @@ class TelemetryConfig(_Section, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if self.metrics_interval <= 0 or self.traces_per_second < 0:
             raise ValueError("needs metrics_interval > 0 and traces_per_second >= 0")
+
+
+class SimVenueConfig(_Section, frozen=True, kw_only=True):
+    """[venue]: the simulated venue (adapters/venue_sim.py), for paper trading and backtests."""
+
+    name: str = "SIM"
+    latency_ns: int = 0
+    fee_bps: Decimal = Decimal("0.2")
 
 
 class InstrumentConfig(_Section, frozen=True, kw_only=True):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from foxhunt.adapters.venue_sim import DAY_NS, SimVenue
-from foxhunt.adapters.venue_sim_config import SimVenueConfig
+from foxhunt.config import SimVenueConfig
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.market import Bar, PriceType
 from foxhunt.messages.orders import (

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import cast
+from decimal import Decimal
+from typing import Protocol, cast
 
 import anyio
 import msgspec
 
-from foxhunt.adapters.venue_sim_config import SimVenueConfig
 from foxhunt.core.fixed import nanos
 from foxhunt.messages.base import Input
 from foxhunt.messages.fixed_point import SCALE, mul
@@ -77,8 +77,19 @@ class _Working:
     triggered: bool = False
 
 
+class SimVenueSettings(Protocol):
+    """What the simulated venue is configured with (config.SimVenueConfig, `[venue]`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def latency_ns(self) -> int: ...  # from an order's arrival to its first chance to match
+    @property
+    def fee_bps(self) -> Decimal: ...  # commission, in basis points of the notional
+
+
 class SimVenue:
-    def __init__(self, instruments: dict[str, Instrument], config: SimVenueConfig, clock) -> None:
+    def __init__(self, instruments: dict[str, Instrument], config: SimVenueSettings, clock) -> None:
         self.name = config.name
         self.instruments = instruments
         self.latency = config.latency_ns
