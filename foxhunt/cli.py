@@ -16,9 +16,10 @@ from pathlib import Path
 
 import anyio
 import msgspec
+import structlog
 
 from foxhunt import bootstrap, config
-from foxhunt.adapters.feeds import open_feed
+from foxhunt.adapters.feeds import is_live, open_feed
 from foxhunt.admin import client as admin_client
 from foxhunt.errors import ConfigError, FoxhuntError, InputError, VerificationFailed
 from foxhunt.observability import logging as fh_logging
@@ -28,6 +29,8 @@ from foxhunt.runtime.ingest import ingest
 from foxhunt.runtime.live import RunRequest, StartupSignals, run_paper
 
 EXIT_OK, EXIT_DIVERGED, EXIT_ERROR = 0, 1, 2
+
+log = structlog.get_logger("foxhunt.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,8 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="synthetic:seed=7,n=100000 (default: [run] feed), csv:PATH, or none (the venue's market data)")
     run.add_argument("--max-events", type=_positive_int, metavar="N", help="stop after N feed inputs")
     run.add_argument("--duration", type=_positive_float, metavar="SECONDS", help="stop after this long")
-    run.add_argument("--clock", choices=["wall", "feed"], default="wall",
-                     help="stamp inputs with the wall clock (live) or the feed's own timestamps (as fast as possible)")
+    run.add_argument("--clock", choices=["wall", "feed"],
+                     help="stamp inputs with the wall clock (live; the default for a live feed: none, or synthetic"
+                          " with a rate) or the feed's own timestamps (as fast as possible; the default for a record)")
     run.add_argument("--on-bad-row", choices=["error", "skip"], default="error",
                      help="a malformed feed row stops the run (error) or is recorded as a FeedGap (skip)")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
@@ -148,9 +152,16 @@ def _run_async(fn, *args):
 
 def cmd_run(args: argparse.Namespace, cfg: config.Config) -> int:
     startup_signals = StartupSignals().install()  # before anything that opens the journal or its database
-    clock = WallClock() if args.clock == "wall" else EventClock()
+    spec = args.feed or cfg.run.feed
+    live = is_live(spec)
+    if args.clock == "wall" and not live:
+        # the strategies see the record's time, the throttles measure in real time: a record read at
+        # thousands of quotes a second asks for orders far faster than any throttle lets through
+        log.warning("wall_clock_on_a_record", feed=spec,
+                    detail="the order throttles measure on the wall clock: a record read as fast as it can be meets them")
+    clock = WallClock() if (args.clock or ("wall" if live else "feed")) == "wall" else EventClock()
     instruments = cfg.trading().build_instruments()
-    feed = open_feed(args.feed or cfg.run.feed, instruments, clock, args.on_bad_row)
+    feed = open_feed(spec, instruments, clock, args.on_bad_row)
     ops = bootstrap.operations(cfg, args.journal)
     dsn = bootstrap.resolve_dsn(cfg)
     request = RunRequest(

@@ -37,8 +37,9 @@ def journal_lines(name: str, env: dict) -> list[str]:
 
 @pytest.mark.parametrize("clock", ["wall", "feed"])
 def test_run_then_verify_reproduces_every_derived_event(cli_env, journal_name, clock):
-    run = summary("run", "--journal", journal_name, "--feed", "synthetic:seed=11,n=6000", "--clock", clock,
-                  env=cli_env)
+    # live on the wall clock: the feed paced in real time, as a live one comes (the throttles measure on it)
+    feed = "synthetic:seed=11,n=6000" + (",rate=1500" if clock == "wall" else "")
+    run = summary("run", "--journal", journal_name, "--feed", feed, "--clock", clock, env=cli_env)
     assert run["stopped"] == "feed ended" and run["orders"] > 20 and run["fills"] > 20
     verify = summary("replay", journal_name, "--verify", env=cli_env)
     assert verify["verified"] >= 3 * run["orders"]  # command, verdict and position change at least
@@ -60,6 +61,18 @@ def test_a_changed_strategy_parameter_fails_verify_at_the_first_differing_event(
     assert cause <= int(first_recorded.split("\t")[1])
     # a what-if backtest with the same change runs and reports its own result
     assert summary("replay", journal_name, "--set", "strategy.ema_cross.slow=41", env=cli_env)["mode"] == "backtest"
+
+
+def test_a_record_runs_on_its_own_time_unless_told_and_then_is_warned_of_the_throttles(cli_env, journal_name):
+    """A record read as fast as it can be, stamped with the wall clock, asked for orders at a thousand a
+    second of real time, and the throttles (which measure on the run's clock) denied most of them."""
+    default = summary("run", "--journal", journal_name, "--feed", "synthetic:seed=3,n=3000", env=cli_env)
+    recorded = journal_lines(journal_name, cli_env)
+    assert '"clock":"feed"' in "".join(line for line in recorded if "\tRunStarted\t" in line)
+    assert not any("ORDER_THROTTLE" in line for line in recorded) and default["orders"] > 10
+    walled = foxhunt("run", "--journal", f"{journal_name}-wall", "--feed", "synthetic:seed=3,n=3000", "--clock", "wall",
+                     env=cli_env)
+    assert walled.returncode == 0 and "wall_clock_on_a_record" in walled.stderr
 
 
 def test_two_feed_clock_runs_of_the_same_feed_and_seed_record_the_same_events(cli_env, journal_name):

@@ -32,6 +32,13 @@ def parse_spec(spec: str) -> tuple[str, str, dict[str, str]]:
     return kind, target, options
 
 
+def is_live(spec: str) -> bool:
+    """Whether the feed brings market data as it happens (`none`: the venue's; a synthetic feed with a
+    `rate`, paced in real time), rather than a record read as fast as it can be."""
+    kind, _, options = parse_spec(spec)
+    return kind == "none" or (kind == "synthetic" and "rate" in options)
+
+
 def open_feed(
     spec: str,
     instruments: dict[str, Instrument],
