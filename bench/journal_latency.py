@@ -31,7 +31,7 @@ from foxhunt.messages.base import parse_fixed
 from foxhunt.messages.orders import OrderSubmitted
 from foxhunt.runtime.clock import WallClock
 from foxhunt.runtime.loop import TradingLoop
-from foxhunt.runtime.replay import build_kernel
+from foxhunt.runtime.recovery import build_kernel
 
 META = dict(config=b"{}", config_digest="bench", fingerprint={})
 FEED_RATE = 50_000

@@ -36,7 +36,7 @@ from foxhunt.core.risk import PreTradeRisk
 from foxhunt.messages.base import parse_fixed
 from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.loop import TradingLoop
-from foxhunt.runtime.replay import build_kernel
+from foxhunt.runtime.recovery import build_kernel
 
 HERE = Path(__file__).resolve().parent
 

@@ -22,6 +22,7 @@ import anyio
 from foxhunt import bootstrap, config
 from foxhunt.errors import JournalNotFound
 from foxhunt.runtime import replay
+from foxhunt.runtime.recovery import trading_config
 
 
 async def read_only(store, name: str) -> tuple[int, float]:
@@ -43,7 +44,7 @@ async def main_async(args) -> None:
         print(f"recording journal {name}...", file=sys.stderr)
         subprocess.run([sys.executable, "-m", "foxhunt", "run", "--journal", name, "--clock", "feed",
                         "--feed", f"synthetic:seed=7,n={args.events}"], check=True, stdout=subprocess.DEVNULL)
-    trading = await replay.trading_config(store, name, None, None)
+    trading = await trading_config(store, name, None, None)
     times: dict[str, list[float]] = {"read+decode only": [], "replay --verify": [], "replay (backtest)": []}
     events = 0
     for _ in range(args.repeats):

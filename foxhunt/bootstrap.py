@@ -23,9 +23,10 @@ from foxhunt.core.kernel import BEHAVIOUR, Kernel
 from foxhunt.errors import ConfigError, JournalArchived, JournalError, JournalMismatch
 from foxhunt.messages.system import TradingState
 from foxhunt.ports import Clock, Snapshot, Venue
-from foxhunt.runtime import replay, snapshots
+from foxhunt.runtime import snapshots
 from foxhunt.runtime.live import Operations, VenueFactory, simulated_venue
 from foxhunt.runtime.reconfigure import kernel_config
+from foxhunt.runtime.recovery import Recovery, snapshot
 
 log = structlog.get_logger("foxhunt.bootstrap")
 
@@ -202,12 +203,12 @@ async def _archivable_through(cfg: Config, dsn: str, name: str, through_seq: int
     return min(through_seq, usable[0])
 
 
-def snapshot_journal(cfg: Config, name: str) -> tuple[Snapshot, replay.Recovery]:
+def snapshot_journal(cfg: Config, name: str) -> tuple[Snapshot, Recovery]:
     """`foxhunt journal snapshot`: the journal's kernel after its last committed input, stored for start-up."""
 
     async def go():
         store = await open_store(cfg, resolve_dsn(cfg))
-        return await replay.snapshot(store, name, await kernel_config(store, name))
+        return await snapshot(store, name, await kernel_config(store, name))
 
     return anyio.run(go)
 

@@ -27,6 +27,7 @@ from foxhunt.runtime import replay
 from foxhunt.runtime.clock import EventClock, WallClock
 from foxhunt.runtime.ingest import ingest
 from foxhunt.runtime.live import RunRequest, StartupSignals, run_paper
+from foxhunt.runtime.recovery import trading_config
 
 EXIT_OK, EXIT_DIVERGED, EXIT_ERROR = 0, 1, 2
 
@@ -184,7 +185,7 @@ def cmd_replay(args: argparse.Namespace, cfg: config.Config) -> int:
     async def go():
         store = await bootstrap.open_store(cfg, dsn)
         await store.info(args.journal)
-        trading = await replay.trading_config(store, args.journal, args.sets, override)
+        trading = await trading_config(store, args.journal, args.sets, override)
         run = replay.verify if args.verify else replay.backtest
         return await run(store, args.journal, trading)
 

@@ -34,7 +34,7 @@ from foxhunt.messages.base import parse_fixed
 from foxhunt.messages.orders import OrderType, Side, TimeInForce
 from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.loop import TradingLoop
-from foxhunt.runtime.replay import build_kernel
+from foxhunt.runtime.recovery import build_kernel
 
 
 class Hashing(DiscardingJournal):

@@ -239,13 +239,13 @@ def test_the_daemon_under_systemd_and_an_operator(cli_env, pg_dsn, journal_name,
 REPLAY_UNTIL = """
 import sys, anyio
 from foxhunt import bootstrap, config
-from foxhunt.runtime import replay
+from foxhunt.runtime.recovery import recover, trading_config
 
 async def main(name, upto):
     cfg = config.load(None)
     store = await bootstrap.open_store(cfg, bootstrap.resolve_dsn(cfg))
-    trading = await replay.trading_config(store, name, None, None)
-    recovery = await replay.recover(store, name, trading, int(upto), use_snapshots=False)
+    trading = await trading_config(store, name, None, None)
+    recovery = await recover(store, name, trading, int(upto), use_snapshots=False)
     print(recovery.kernel.state_digest())
 
 anyio.run(main, *sys.argv[1:])

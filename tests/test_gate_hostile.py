@@ -10,8 +10,8 @@ import math
 from decimal import Decimal
 
 import msgspec
-import pytest
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule

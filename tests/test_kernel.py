@@ -419,7 +419,7 @@ def test_market_wide_halts_by_level_and_resume_by_themselves_only_below_level_th
 def test_a_market_index_that_is_not_an_instrument_is_a_config_error():
     from foxhunt import config
     from foxhunt.errors import ConfigError
-    from foxhunt.runtime.replay import build_kernel
+    from foxhunt.runtime.recovery import build_kernel
 
     trading = config.load(None, env={"FOXHUNT_RISK__MARKET_INDEX": "SPX"}).trading()
     with pytest.raises(ConfigError, match=r"\[risk\]: market_index 'SPX' is not a configured instrument"):

@@ -19,6 +19,7 @@ from foxhunt.runtime import replay
 from foxhunt.runtime.bus import Bus, BusClosed, publish_all
 from foxhunt.runtime.clock import EventClock, WallClock
 from foxhunt.runtime.live import RunRequest, run_paper
+from foxhunt.runtime.recovery import trading_config
 from tests.fakes import quote
 
 CFG = config.load(None, env={})
@@ -64,12 +65,12 @@ async def test_a_paper_run_on_the_memory_journal_verifies_and_backtests_the_same
     recorded = await messages(store, "j")
     assert isinstance(recorded[0], RunStarted) and isinstance(recorded[-1], RunStopped)
     assert summary["stopped"] == "feed ended" and summary["orders"] > 10
-    trading = await replay.trading_config(store, "j", None, None)
+    trading = await trading_config(store, "j", None, None)
     verified = await replay.verify(store, "j", trading)
     backtest = await replay.backtest(store, "j", trading)
     for key in ("orders", "fills", "pnl", "max_drawdown"):
         assert verified[key] == backtest[key] == summary[key], key
-    changed = await replay.trading_config(store, "j", ["strategy.ema_cross.fast=4"], None)
+    changed = await trading_config(store, "j", ["strategy.ema_cross.fast=4"], None)
     with pytest.raises(VerificationFailed, match="diverged"):
         await replay.verify(store, "j", changed)
 
@@ -79,7 +80,7 @@ async def test_a_divergence_on_a_journal_an_earlier_kernel_recorded_says_so():
     for name, fingerprint in (("old", FINGERPRINT), ("now", {**FINGERPRINT, "kernel": str(BEHAVIOUR)})):
         clock = EventClock()
         await run_paper(store, CFG, RunRequest(name, synthetic(2000, clock), clock), fingerprint)
-    changed = await replay.trading_config(store, "old", ["strategy.ema_cross.fast=4"], None)
+    changed = await trading_config(store, "old", ["strategy.ema_cross.fast=4"], None)
     with pytest.raises(VerificationFailed, match="diverged") as old:
         await replay.verify(store, "old", changed)
     assert f"recorded by kernel behaviour 1; this foxhunt's kernel is behaviour {BEHAVIOUR}" in str(old.value)
@@ -144,7 +145,7 @@ async def test_a_restart_applies_risk_limits_edited_since_through_the_journal_an
     assert reload.changed == ["collar_bps"] and reload.source == "configuration at start-up"
     changed = next(m for m in recorded if type(m).__name__ == "RiskLimitChanged")
     assert (changed.previous, changed.value) == ("500", "250")
-    trading = await replay.trading_config(store, "j", None, None)
+    trading = await trading_config(store, "j", None, None)
     await replay.verify(store, "j", trading)  # raises at the first divergence
 
 
@@ -171,7 +172,7 @@ async def test_a_deliberate_stop_cancels_working_orders_first_or_leaves_them_by_
         assert cancel.args == ["all"] and cancel.reason == "stop policy on_stop=cancel: max-events"
         tail = recorded[recorded.index(cancel):]
         assert sum(type(m).__name__ == "CancelOrder" for m in tail) >= 1
-        trading = await replay.trading_config(store, "j", None, None)
+        trading = await trading_config(store, "j", None, None)
         assert (await replay.verify(store, "j", trading))["trading_state"] == "ACTIVE"
     else:
         assert stop_commands == []
@@ -267,5 +268,5 @@ async def test_a_run_journals_a_step_back_of_the_system_clock_once_and_its_input
     assert len(stamps) == 3000 and stamps == sorted(stamps)  # the feed's stamps never went backwards
     assert stamps[1001] - stamps[1000] == 2_000_000  # nor stood still: they ran on at the monotonic rate
     assert summary["orders"] > 0
-    trading = await replay.trading_config(store, "j", None, None)
+    trading = await trading_config(store, "j", None, None)
     await replay.verify(store, "j", trading)  # and the journal replays, its ClockHeld included

@@ -14,6 +14,7 @@ from foxhunt.errors import VerificationFailed
 from foxhunt.runtime import replay, snapshots
 from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.live import RunRequest, run_paper
+from foxhunt.runtime.recovery import build_kernel, recover, trading_config
 from tests.test_runtime import FINGERPRINT, synthetic
 
 # every stateful part of the kernel busy: both strategies' windows, VaR scenarios, the drawdown breaker,
@@ -36,12 +37,12 @@ async def paper_journal(env: dict[str, str], n: int = 3000) -> tuple[MemoryJourn
     cfg = config.load(None, env=env)
     summary = await run_paper(store, cfg, RunRequest("j", synthetic(n, clock), clock), FINGERPRINT)
     assert summary["orders"] > 20 and summary["fills"] > 10
-    return store, await replay.trading_config(store, "j", None, None), await records(store, "j")
+    return store, await trading_config(store, "j", None, None), await records(store, "j")
 
 
 def restored_at(trading, journal: list, cut: int):
     """A kernel fed the journal's inputs up to seq `cut`, then snapshotted and restored."""
-    kernel = replay.build_kernel(trading)
+    kernel = build_kernel(trading)
     inputs = 0
     for r in journal[:cut]:
         if r.causation is None:
@@ -85,11 +86,11 @@ async def test_a_stop_saves_a_snapshot_and_the_next_start_recovers_from_it_feedi
     runs = [r.seq for r in await records(store, "j") if type(r.message).__name__ == "RunStarted"]
     last = (await store.info("j")).last_seq
     assert [s.seq for s in kept] == [last, runs[2] - 1, runs[1] - 1]  # each at the end of a run
-    trading = await replay.trading_config(store, "j", None, None)
+    trading = await trading_config(store, "j", None, None)
     verified = await replay.verify(store, "j", trading)  # the runs recovered from snapshots verify from seq 1
     assert verified["snapshots_checked"] == 3  # and replay's kernel had each snapshot's state at its seq
-    fast = await replay.recover(store, "j", trading, last)
-    full = await replay.recover(store, "j", trading, last, use_snapshots=False)
+    fast = await recover(store, "j", trading, last)
+    full = await recover(store, "j", trading, last, use_snapshots=False)
     assert fast.snapshot == kept[0] and fast.inputs == 0 and fast.total_inputs == full.inputs
     assert fast.kernel.state_digest() == full.kernel.state_digest()
     # below [journal] snapshot_after (100,000 by default), neither a start nor a stop takes one
@@ -104,7 +105,7 @@ async def test_a_stop_saves_a_snapshot_and_the_next_start_recovers_from_it_feedi
 async def test_recovery_passes_over_a_snapshot_it_cannot_use_and_says_why():
     store, trading, journal = await paper_journal(RISKY, n=1500)
     last = journal[-1].seq
-    good = snapshots.take((await replay.recover(store, "j", trading, last)).kernel, last, 1, trading)
+    good = snapshots.take((await recover(store, "j", trading, last)).kernel, last, 1, trading)
     other = trading.to_json().replace(b'"seed":7', b'"seed":8')
     assert other != trading.to_json()
     bad = [
@@ -116,7 +117,7 @@ async def test_recovery_passes_over_a_snapshot_it_cannot_use_and_says_why():
     ]
     for snapshot in bad:
         await store.save_snapshot("j", snapshot, keep=10)
-    recovery = await replay.recover(store, "j", trading, last)
+    recovery = await recover(store, "j", trading, last)
     assert recovery.snapshot is None and recovery.inputs == sum(r.causation is None for r in journal)
     reasons = "\n".join(recovery.skipped)
     for expected in ("do not match their SHA-256", "other code", "kernel behaviour 1", "another trading configuration",
@@ -125,7 +126,7 @@ async def test_recovery_passes_over_a_snapshot_it_cannot_use_and_says_why():
     assert all(reason.count("snapshot at seq") == 1 for reason in recovery.skipped), reasons  # named once
     await store.save_snapshot("j", good, keep=3)  # the newest kept, the oldest two dropped
     assert [s.seq for s in await store.snapshots("j")] == [last, last - 1, last - 2]
-    recovery = await replay.recover(store, "j", trading, last)
+    recovery = await recover(store, "j", trading, last)
     assert recovery.snapshot == good and recovery.inputs == 0 and recovery.skipped == []
 
 
@@ -140,7 +141,7 @@ async def test_verify_refuses_a_snapshot_of_a_state_the_journal_does_not_lead_to
     await store.save_snapshot("j", honest._replace(state_digest="0" * 16), keep=3)
     with pytest.raises(VerificationFailed, match=f"snapshot at seq {cut} records state 0000000000000000"):
         await replay.verify(store, "j", trading)
-    recovery = await replay.recover(store, "j", trading, journal[-1].seq)  # and start-up passes over it
+    recovery = await recover(store, "j", trading, journal[-1].seq)  # and start-up passes over it
     assert recovery.snapshot is None and "restores another state than it recorded" in recovery.skipped[0]
 
 
@@ -155,7 +156,7 @@ async def test_a_snapshot_moved_to_another_seq_is_refused_by_start_up_and_by_ver
     honest = snapshots.take(restored_at(trading, journal, cut), cut, 1, trading)
     moved = honest._replace(seq=later)
     await store.save_snapshot("j", moved, keep=3)
-    recovery = await replay.recover(store, "j", trading, journal[-1].seq)
+    recovery = await recover(store, "j", trading, journal[-1].seq)
     assert recovery.snapshot is None
     assert f"snapshot at seq {later}: it holds the kernel as it was after seq " in recovery.skipped[0]
     assert "it is not where it was taken" in recovery.skipped[0]
@@ -173,7 +174,7 @@ async def test_the_state_digest_covers_what_decides_strategies_breakers_and_the_
     cut = journal[-1].seq
 
     def fed():
-        kernel = replay.build_kernel(trading)
+        kernel = build_kernel(trading)
         for r in journal:
             if r.causation is None:
                 kernel.handle(r.seq, r.message)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
+from collections.abc import Callable
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream

@@ -17,7 +17,7 @@ from foxhunt.errors import JournalMismatch
 from foxhunt.messages.base import Input
 from foxhunt.messages.system import FeedGap, RunStarted, RunStopped
 from foxhunt.ports import JournalStore
-from foxhunt.runtime.replay import recorded_config
+from foxhunt.runtime.recovery import recorded_config
 
 
 async def ingest(

@@ -7,7 +7,7 @@ the next start.
 
 Starting is always a recovery: if the journal already holds events, the kernel is restored from its
 newest usable snapshot and the inputs after it are fed through it (all inputs, through a fresh kernel,
-when there is none: runtime/replay.py, recover), so it continues from the state the journal describes.
+when there is none: runtime/recovery.py, recover), so it continues from the state the journal describes.
 The simulated venue keeps nothing across processes, so orders the recovered kernel still believes
 working are recorded as canceled by the venue, with the reason, before trading starts. A start that fed
 many inputs, and a stop after many, save a snapshot ([journal] snapshot_after).
@@ -74,7 +74,7 @@ from foxhunt.runtime.clock import WallClock
 from foxhunt.runtime.console import Console
 from foxhunt.runtime.loop import TradingLoop
 from foxhunt.runtime.reconfigure import journal_config, risk_reload
-from foxhunt.runtime.replay import Recovery, recover
+from foxhunt.runtime.recovery import Recovery, recover
 from foxhunt.runtime.snapshots import save_snapshot
 from foxhunt.runtime.summary import summarize
 

@@ -18,7 +18,7 @@ from foxhunt.core.risk import RiskLimits
 from foxhunt.errors import ConfigError, JournalArchived
 from foxhunt.messages.system import ConfigReloaded
 from foxhunt.ports import JournalStore
-from foxhunt.runtime.replay import refuse_if_ingested
+from foxhunt.runtime.recovery import refuse_if_ingested
 
 
 def risk_reload(

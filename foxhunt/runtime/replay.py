@@ -1,12 +1,12 @@
-"""Replay a journal: verify it byte for byte, backtest it through the simulated venue, or rebuild state.
+"""Replay a journal: verify it byte for byte, or backtest it through the simulated venue.
 
 - verify: every recorded input, venue reports included, goes through a fresh kernel built from the
   recorded configuration (or a `--set` variant); what the kernel derives must equal, byte for byte, the
   derived events recorded behind that input. The first difference stops the replay.
 - backtest: only the inputs from outside the venue (market data, operators, timers, run markers) go
   through a fresh kernel and a fresh simulated venue, with the trading loop that paper trading uses.
-- recover: a daemon restarting on a journal rebuilds its kernel: from the newest usable snapshot
-  (runtime/snapshots.py), then the inputs after it.
+Both start from a fresh kernel built from the recorded configuration (runtime/recovery.py, which also
+rebuilds a restarting daemon's kernel).
 """
 
 from __future__ import annotations
@@ -15,23 +15,21 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
 
 import msgspec
 
 from foxhunt.adapters.journal_discard import DiscardingJournal
 from foxhunt.adapters.venue_sim import SimVenue
-from foxhunt.config import TradingConfig, trading_from_json
+from foxhunt.config import TradingConfig
 from foxhunt.core.kernel import BEHAVIOUR, Kernel
-from foxhunt.core.risk import PreTradeRisk
-from foxhunt.core.strategies import build_strategy
-from foxhunt.errors import ConfigError, JournalArchived, JournalMismatch, VerificationFailed
+from foxhunt.errors import VerificationFailed
 from foxhunt.messages import codec
 from foxhunt.messages.system import RunStarted, VenueConnected, VenueDisconnected, VenueMessageRejected
 from foxhunt.ports import JournalStore, Record, Snapshot
 from foxhunt.runtime import snapshots
 from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.loop import TradingLoop
+from foxhunt.runtime.recovery import build_kernel, refuse_if_ingested
 from foxhunt.runtime.summary import summarize
 
 # what the recorded venue said, which a backtest's simulated venue says for itself
@@ -39,43 +37,6 @@ FROM_VENUE = frozenset(
     t for t in codec.MESSAGE_TYPES
     if t.__name__ in codec.VENUE_REPORT_KINDS or t in (VenueConnected, VenueDisconnected, VenueMessageRejected)
 )
-
-
-def build_kernel(trading: TradingConfig) -> Kernel:
-    instruments = trading.build_instruments()
-    try:
-        gate = PreTradeRisk(trading.risk, instruments)
-    except ValueError as e:
-        raise ConfigError(f"[risk]: {e}") from e
-    return Kernel(instruments, [build_strategy(trading.strategy)], gate)
-
-
-async def recorded_config(store: JournalStore, name: str) -> RunStarted:
-    """The journal's first record, which every run writes first."""
-    async with aclosing(store.read(name, 1, 1)) as pages:
-        async for (record,) in pages:
-            if isinstance(record.message, RunStarted):
-                return record.message
-            raise JournalMismatch(f"journal {name!r} does not start with RunStarted (found {type(record.message).__name__})")
-    raise JournalMismatch(f"journal {name!r} is empty")
-
-
-async def trading_config(store: JournalStore, name: str, sets: list[str] | None, override: TradingConfig | None):
-    if override is not None:
-        return override if not sets else trading_from_json(override.to_json(), sets)
-    started = await recorded_config(store, name)
-    return trading_from_json(started.config, sets)
-
-
-async def refuse_if_ingested(store: JournalStore, name: str, doing: str) -> RunStarted:
-    """The journal's first record, unless it holds ingested market data only."""
-    started = await recorded_config(store, name)
-    if started.recorded_by == "ingest":
-        raise JournalMismatch(
-            f"journal {name!r} holds ingested market data that was never traded: nothing to {doing};"
-            f" backtest it with `foxhunt replay {name}`"
-        )
-    return started
 
 
 def _show(seq: int | str, message: object) -> str:
@@ -206,79 +167,3 @@ async def backtest(store: JournalStore, name: str, trading: TradingConfig) -> di
                         await loop.submit(connected)
     seconds = time.perf_counter() - started
     return summarize(kernel, events=events, seconds=seconds, journal=name, mode="backtest", inputs=loop.inputs)
-
-
-@dataclass
-class Recovery:
-    """A journal's kernel rebuilt at start-up, and how."""
-
-    kernel: Kernel
-    inputs: int  # inputs fed through the kernel: those after the snapshot, when one was used
-    snapshot: Snapshot | None  # the snapshot it started from
-    skipped: list[str]  # the snapshots it could not start from, and why
-
-    @property
-    def total_inputs(self) -> int:
-        return self.inputs + (self.snapshot.inputs if self.snapshot is not None else 0)
-
-
-async def recover(
-    store: JournalStore, name: str, built_with: TradingConfig, upto: int, *, use_snapshots: bool = True
-) -> Recovery:
-    """The kernel of journal `name` after its inputs up to `upto`: restored from the newest snapshot that
-    can stand in for the inputs it holds (runtime/snapshots.py), then fed the inputs after it."""
-    kernel, after, used, skipped = None, 0, None, []
-    for snapshot in (await store.snapshots(name)) if use_snapshots and upto else ():
-        why = "beyond the journal's end" if snapshot.seq > upto else snapshots.unusable(snapshot, built_with)
-        if why is None:
-            try:
-                kernel, after, used = snapshots.restore(snapshot), snapshot.seq, snapshot
-                await _in_place(store, name, kernel, snapshot)
-                break
-            except snapshots.SnapshotDamaged as e:
-                kernel, after, used, why = None, 0, None, str(e)
-        skipped.append(f"snapshot at seq {snapshot.seq}: {why}")
-    kernel = kernel or build_kernel(built_with)
-    inputs = 0
-    if upto <= after:
-        return Recovery(kernel, inputs, used, skipped)
-    try:
-        async with aclosing(store.read(name, after + 1, upto - after, decode_derived=False)) as pages:
-            async for page in pages:
-                for record in page:
-                    if record.causation is None:
-                        kernel.handle(record.seq, record.message)
-                        inputs += 1
-    except JournalArchived as e:
-        why = "; ".join(skipped) or f"there is none (take one before archiving: `foxhunt journal snapshot {name}`)"
-        raise JournalArchived(f"{e}; start-up needs them or a usable snapshot after them, and {why}") from e
-    return Recovery(kernel, inputs, used, skipped)
-
-
-async def _in_place(store: JournalStore, name: str, kernel: Kernel, snapshot: Snapshot) -> None:
-    """A snapshot stands after the input its kernel handled last and that input's derived events: an input
-    between them means the row was moved to a later seq, and restored there the kernel would skip it.
-    Where the journal's records up to the snapshot are archived, this cannot be checked here (verify does,
-    against the archive restored)."""
-    if kernel.seq == snapshot.seq:
-        return
-    try:
-        async with aclosing(store.read(name, kernel.seq + 1, snapshot.seq - kernel.seq, decode_derived=False)) as pages:
-            async for page in pages:
-                for record in page:
-                    if record.causation is None:
-                        raise snapshots.SnapshotDamaged(
-                            f"it holds the kernel as it was after seq {kernel.seq}, and input seq {record.seq} lies"
-                            f" between: it is not where it was taken")
-    except JournalArchived:
-        return
-
-
-async def snapshot(store: JournalStore, name: str, built_with: TradingConfig) -> tuple[Snapshot, Recovery]:
-    """`foxhunt journal snapshot`: the kernel after the journal's last committed input, stored (from the
-    newest usable snapshot and the inputs after it, so a regular snapshot costs only what came since)."""
-    upto = (await store.info(name)).last_seq
-    recovery = await recover(store, name, built_with, upto)
-    taken = snapshots.take(recovery.kernel, upto, recovery.total_inputs, built_with)
-    await store.save_snapshot(name, taken, snapshots.KEEP)
-    return taken, recovery
