@@ -25,7 +25,7 @@ from foxhunt.adapters.journal_memory import MemoryJournalStore
 from foxhunt.messages.base import parse_fixed
 from foxhunt.runtime import replay, snapshots
 from foxhunt.runtime.clock import EventClock
-from foxhunt.runtime.live import RunRequest, run_paper
+from foxhunt.runtime.daemon import RunRequest, run_daemon
 
 RISK = {"FOXHUNT_RISK__MAX_VAR": "100000000", "FOXHUNT_RISK__VAR_SAMPLE_MS": "1000",
         "FOXHUNT_RISK__MAX_DRAWDOWN": "100000000", "FOXHUNT_RISK__MAX_REALIZED_VOL_BPS": "100000"}
@@ -35,7 +35,7 @@ async def main(quotes: int, share: float, repeats: int) -> None:
     cfg = config.load(None, env=RISK)
     store, clock = MemoryJournalStore(), EventClock()
     feed = SyntheticFeed(5, quotes, cfg.trading().build_instruments()["EURUSD"], parse_fixed("1.1"), clock)
-    summary = await run_paper(store, cfg, RunRequest("j", feed, clock), {"bench": "1"})
+    summary = await run_daemon(store, cfg, RunRequest("j", feed, clock), {"bench": "1"})
     trading = await replay.trading_config(store, "j", None, None)
     last = (await store.info("j")).last_seq
     inputs = [r.seq for r in store._get("j").records if r.causation is None]

@@ -24,7 +24,7 @@ from foxhunt.errors import ConfigError, JournalArchived, JournalError, JournalMi
 from foxhunt.messages.system import TradingState
 from foxhunt.ports import Clock, Snapshot, Venue
 from foxhunt.runtime import snapshots
-from foxhunt.runtime.live import Operations, VenueFactory, simulated_venue
+from foxhunt.runtime.daemon import Operations, VenueFactory, simulated_venue
 from foxhunt.runtime.reconfigure import kernel_config
 from foxhunt.runtime.recovery import Recovery, snapshot
 

@@ -25,8 +25,8 @@ from foxhunt.errors import ConfigError, FoxhuntError, InputError, VerificationFa
 from foxhunt.observability import logging as fh_logging
 from foxhunt.runtime import replay
 from foxhunt.runtime.clock import EventClock, WallClock
+from foxhunt.runtime.daemon import RunRequest, StartupSignals, run_daemon
 from foxhunt.runtime.ingest import ingest
-from foxhunt.runtime.live import RunRequest, StartupSignals, run_paper
 from foxhunt.runtime.recovery import trading_config
 
 EXIT_OK, EXIT_DIVERGED, EXIT_ERROR = 0, 1, 2
@@ -172,7 +172,7 @@ def cmd_run(args: argparse.Namespace, cfg: config.Config) -> int:
 
     async def go():
         store = await bootstrap.open_store(cfg, dsn)
-        return await run_paper(store, cfg, request, bootstrap.fingerprint(), ops)
+        return await run_daemon(store, cfg, request, bootstrap.fingerprint(), ops)
 
     _print_summary(_run_async(go), args.json)
     return EXIT_OK

@@ -88,7 +88,7 @@ async def test_a_second_writer_is_refused_while_the_first_holds_the_journal(stor
 
 
 async def test_a_journal_keeps_the_configuration_of_its_first_writer(store, journal_name):
-    # which later configurations a journal can take is the runtime's decision (runtime/live.py); the
+    # which later configurations a journal can take is the runtime's decision (runtime/daemon.py); the
     # store records the first, which replay builds its kernel from
     async with store.writer(journal_name, **META):
         pass

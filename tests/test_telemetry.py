@@ -16,7 +16,7 @@ from foxhunt.messages.system import VenueMessageRejected
 from foxhunt.observability import telemetry
 from foxhunt.observability.telemetry import Telemetry
 from foxhunt.runtime.clock import WallClock
-from foxhunt.runtime.live import Operations, RunRequest, run_paper
+from foxhunt.runtime.daemon import Operations, RunRequest, run_daemon
 from tests.test_runtime import synthetic
 
 # one order a minute gets through: the rest are denied by the throttle, so both verdicts are traced
@@ -33,9 +33,9 @@ async def test_a_paper_run_traces_each_order_and_records_the_metrics():
     spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
     tel = Telemetry(Resource.create({"service.name": "foxhunt-test"}), spans, reader, traces_per_second=float("inf"))
     clock = WallClock()
-    summary = await run_paper(MemoryJournalStore(), CFG, RunRequest("j", synthetic(3000, clock), clock),
+    summary = await run_daemon(MemoryJournalStore(), CFG, RunRequest("j", synthetic(3000, clock), clock),
                               {"test": "1"}, Operations(telemetry=tel))
-    points = metric_points(reader)  # read before shutdown (run_paper shuts the providers down)
+    points = metric_points(reader)  # read before shutdown (run_daemon shuts the providers down)
     orders = [s for s in spans.get_finished_spans() if s.name == "order"]
     assert len(orders) == summary["orders"] > 2
     outcomes = {s.attributes["outcome"] for s in orders}
@@ -56,7 +56,7 @@ async def test_tracing_is_bounded_per_second_while_the_counters_count_everything
     tel = Telemetry(Resource.create({"service.name": "foxhunt-test"}), spans, reader, traces_per_second=5)
     clock = WallClock()
     started = time.monotonic()
-    summary = await run_paper(MemoryJournalStore(), CFG, RunRequest("j", synthetic(3000, clock), clock),
+    summary = await run_daemon(MemoryJournalStore(), CFG, RunRequest("j", synthetic(3000, clock), clock),
                               {"test": "1"}, Operations(telemetry=tel))
     seconds = time.monotonic() - started
     points = metric_points(reader)
@@ -122,7 +122,7 @@ def test_otlp_export_reaches_the_endpoint_named_by_the_environment(monkeypatch):
     try:
         tel = telemetry.build("otlp", 60.0, "foxhunt-test", "j", traces_per_second=float("inf"))
         clock = WallClock()
-        anyio.run(run_paper, MemoryJournalStore(), CFG, RunRequest("j", synthetic(300, clock), clock), {"t": "1"},
+        anyio.run(run_daemon, MemoryJournalStore(), CFG, RunRequest("j", synthetic(300, clock), clock), {"t": "1"},
                   Operations(telemetry=tel))  # shuts telemetry down at the end: everything is flushed
     finally:
         server.shutdown()

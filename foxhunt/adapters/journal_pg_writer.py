@@ -171,7 +171,7 @@ class PostgresJournalWriter(JournalWriter):
                 (self.name, config.decode(), config_digest, Jsonb(fingerprint), self.policy.partition_span),
             )
             # the journal keeps the configuration of its first run (what replay builds its kernel from); what
-            # later runs may change, and how, is the runtime's business (runtime/live.py)
+            # later runs may change, and how, is the runtime's business (runtime/daemon.py)
             cur = await conn.execute("SELECT id, partition_span FROM journals WHERE name = %s", (self.name,))
             self.journal_id, self._span = await cur.fetchone()
             last_seq = await self._lock(conn)

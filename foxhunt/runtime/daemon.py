@@ -1,4 +1,5 @@
-"""The paper-trading daemon: sources publish to the bus, the trading loop consumes it.
+"""The daemon (`foxhunt run`), for the simulated venue and the real ones alike: sources publish to the
+bus, the trading loop consumes it.
 
 Supervision: one task group holds the feed (publishing to the bus), the signal watcher and, around them
 all, the journal writer (owned by the journal's context). The consumer runs in the group's host task. An
@@ -81,7 +82,7 @@ from foxhunt.runtime.summary import summarize
 if TYPE_CHECKING:  # imported only where telemetry is turned on (the SDK takes a while to import)
     from foxhunt.observability.telemetry import Telemetry
 
-log = structlog.get_logger("foxhunt.live")
+log = structlog.get_logger("foxhunt.daemon")
 
 
 @dataclass
@@ -190,7 +191,7 @@ class _Control:
             self.waiting.cancel()
 
 
-async def run_paper(
+async def run_daemon(
     store: JournalStore, cfg: Config, req: RunRequest, fingerprint: dict[str, str], ops: Operations | None = None
 ) -> dict:
     ops = ops or Operations()
