@@ -51,7 +51,7 @@ async def main_async(args) -> None:
         events, seconds = await read_only(store, name)
         times["read+decode only"].append(seconds)
         times["replay --verify"].append((await replay.verify(store, name, trading))["seconds"])
-        times["replay (backtest)"].append((await replay.backtest(store, name, trading))["seconds"])
+        times["replay (backtest)"].append((await bootstrap.backtest(store, name, trading))["seconds"])
     print(f"journal {name}: {events} events, {args.repeats} repeats, medians:")
     for label, values in times.items():
         print(f"  {label:20s} {events / statistics.median(values):12,.0f} events/s")

@@ -22,6 +22,7 @@ import anyio
 from foxhunt import compiled, config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.journal_memory import MemoryJournalStore
+from foxhunt.bootstrap import paper_operations
 from foxhunt.messages.base import parse_fixed
 from foxhunt.runtime import replay, snapshots
 from foxhunt.runtime.clock import EventClock
@@ -35,7 +36,7 @@ async def main(quotes: int, share: float, repeats: int) -> None:
     cfg = config.load(None, env=RISK)
     store, clock = MemoryJournalStore(), EventClock()
     feed = SyntheticFeed(5, quotes, cfg.trading().build_instruments()["EURUSD"], parse_fixed("1.1"), clock)
-    summary = await run_daemon(store, cfg, RunRequest("j", feed, clock), {"bench": "1"})
+    summary = await run_daemon(store, cfg, RunRequest("j", feed, clock), {"bench": "1"}, paper_operations())
     trading = await replay.trading_config(store, "j", None, None)
     last = (await store.info("j")).last_seq
     inputs = [r.seq for r in store._get("j").records if r.causation is None]

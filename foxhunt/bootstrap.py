@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
@@ -12,21 +13,27 @@ import structlog
 
 import foxhunt
 from foxhunt.adapters import journal_pg_partitions as partitions
+from foxhunt.adapters.journal_discard import DiscardingJournal
 from foxhunt.adapters.journal_pg_writer import WriterPolicy
 from foxhunt.adapters.journal_postgres import PostgresJournalStore
 from foxhunt.adapters.pg import migrate
 from foxhunt.adapters.pg_embedded import EmbeddedCluster
 from foxhunt.adapters.systemd import Notifier
+from foxhunt.adapters.venue_sim import SimVenue
+from foxhunt.adapters.venue_wire_log import WireLoggedVenue
 from foxhunt.admin.server import Access, ServerPolicy
 from foxhunt.config import Config, TradingConfig
 from foxhunt.core.kernel import BEHAVIOUR, Kernel
 from foxhunt.errors import ConfigError, JournalArchived, JournalError, JournalMismatch
 from foxhunt.messages.system import TradingState
-from foxhunt.ports import Clock, Snapshot, Venue
-from foxhunt.runtime import snapshots
-from foxhunt.runtime.daemon import Operations, VenueFactory, simulated_venue
+from foxhunt.ports import Clock, JournalStore, Snapshot, Venue, VenueFactory
+from foxhunt.runtime import replay, snapshots
+from foxhunt.runtime.daemon import Operations
 from foxhunt.runtime.reconfigure import kernel_config
 from foxhunt.runtime.recovery import Recovery, snapshot
+
+if TYPE_CHECKING:
+    from foxhunt.observability.telemetry import Telemetry
 
 log = structlog.get_logger("foxhunt.bootstrap")
 
@@ -165,7 +172,28 @@ def operations(cfg: Config, journal: str) -> Operations:
         t = cfg.telemetry
         tel = telemetry.build(exporter, t.metrics_interval, "foxhunt", journal, t.traces_per_second)
     venue = {"sim": lambda _: simulated_venue, "fix": fix_venue, "ib": ib_venue}[cfg.run.venue](cfg)
+    if cfg.run.wire_log:
+        venue = wire_logged(venue, Path(cfg.run.wire_log))
     return Operations(venue=venue, notifier=Notifier(), admin=admin, telemetry=tel)
+
+
+def paper_operations(telemetry: Telemetry | None = None) -> Operations:
+    """The simulated venue and no supervisor: a run inside a test or a benchmark."""
+    return Operations(venue=simulated_venue, notifier=Notifier({}), telemetry=telemetry)
+
+
+def simulated_venue(kernel: Kernel, trading: TradingConfig, clock: Clock) -> Venue:
+    return SimVenue(kernel.instruments, trading.venue, clock)
+
+
+def wire_logged(venue: VenueFactory, path: Path) -> VenueFactory:
+    """`[run] wire_log`: every command and report of the venue also written to `path`, as it passes."""
+    return lambda kernel, trading, clock: WireLoggedVenue(venue(kernel, trading, clock), path)
+
+
+async def backtest(store: JournalStore, name: str, trading: TradingConfig) -> dict[str, object]:
+    """`foxhunt replay` without --verify: the journal's outside inputs through the simulated venue."""
+    return await replay.backtest(store, name, trading, simulated_venue, DiscardingJournal())
 
 
 def embedded_cluster(cfg: Config) -> EmbeddedCluster:

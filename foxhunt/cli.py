@@ -186,7 +186,7 @@ def cmd_replay(args: argparse.Namespace, cfg: config.Config) -> int:
         store = await bootstrap.open_store(cfg, dsn)
         await store.info(args.journal)
         trading = await trading_config(store, args.journal, args.sets, override)
-        run = replay.verify if args.verify else replay.backtest
+        run = replay.verify if args.verify else bootstrap.backtest
         return await run(store, args.journal, trading)
 
     _print_summary(_run_async(go), args.json)

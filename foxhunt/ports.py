@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import msgspec
 from anyio.streams.memory import MemoryObjectSendStream
@@ -13,6 +13,10 @@ from anyio.streams.memory import MemoryObjectSendStream
 from foxhunt.messages.base import Input, Message
 from foxhunt.messages.market import MarketData
 from foxhunt.messages.orders import CancelOrder, ReplaceOrder, SubmitOrder
+
+if TYPE_CHECKING:
+    from foxhunt.config import TradingConfig
+    from foxhunt.core.kernel import Kernel
 
 PAGE_SIZE = 10_000
 
@@ -150,6 +154,9 @@ class Venue(Protocol):
     """Where approved commands go. `send` and `on_market` return the reports known at once (a simulated
     venue's); a real venue's reports arrive later, and `run` publishes them on the bus until cancelled.
 
+    A venue that holds a resource of its own (a file) is also a context manager: the run enters it and
+    closes it when it ends.
+
     A venue publishes every report of a known order, repeats and late ones included, each fill with the
     venue's execution id (`trade_id`, "" where it has none) and cumulative quantity (`cum_qty`): the kernel
     books each execution once and refuses what an order's lifecycle does not allow, so a venue takes an
@@ -166,3 +173,22 @@ class Venue(Protocol):
     def on_market(self, msg: MarketData) -> list[Input]: ...
 
     async def run(self, bus: MemoryObjectSendStream[Input], *, task_status: Any = ...) -> None: ...
+
+
+
+# how a run gets its venue, once its kernel is built (the composition root chooses: bootstrap.py)
+VenueFactory = Callable[["Kernel", "TradingConfig", Clock], Venue]
+
+class Notifier(Protocol):
+    """Who supervises the daemon (systemd's sd_notify protocol, adapters/systemd.py): told when it is
+    ready and when it stops, and sent a heartbeat at the interval it asks for (none where nobody asks)."""
+
+    def ready(self, status: str) -> None: ...
+
+    def stopping(self, status: str) -> None: ...
+
+    def heartbeat_due(self, now: float | None = None) -> bool: ...
+
+    def heartbeat(self, status: str) -> None: ...
+
+    def seconds_to_heartbeat(self) -> float: ...

@@ -7,10 +7,11 @@ from contextlib import aclosing
 import anyio
 import pytest
 
-from foxhunt import config
+from foxhunt import bootstrap, config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.journal_discard import DiscardingJournal
 from foxhunt.adapters.journal_memory import MemoryJournalStore
+from foxhunt.bootstrap import paper_operations
 from foxhunt.core.kernel import BEHAVIOUR
 from foxhunt.errors import ConfigError, InputError, VerificationFailed
 from foxhunt.messages.base import parse_fixed
@@ -61,13 +62,14 @@ async def test_bus_take_times_out_with_none():
 async def test_a_paper_run_on_the_memory_journal_verifies_and_backtests_the_same():
     store = MemoryJournalStore()
     clock = EventClock()
-    summary = await run_daemon(store, CFG, RunRequest("j", synthetic(4000, clock), clock), FINGERPRINT)
+    summary = await run_daemon(store, CFG, RunRequest("j", synthetic(4000, clock), clock),
+                               FINGERPRINT, paper_operations())
     recorded = await messages(store, "j")
     assert isinstance(recorded[0], RunStarted) and isinstance(recorded[-1], RunStopped)
     assert summary["stopped"] == "feed ended" and summary["orders"] > 10
     trading = await trading_config(store, "j", None, None)
     verified = await replay.verify(store, "j", trading)
-    backtest = await replay.backtest(store, "j", trading)
+    backtest = await bootstrap.backtest(store, "j", trading)
     for key in ("orders", "fills", "pnl", "max_drawdown"):
         assert verified[key] == backtest[key] == summary[key], key
     changed = await trading_config(store, "j", ["strategy.ema_cross.fast=4"], None)
@@ -79,7 +81,7 @@ async def test_a_divergence_on_a_journal_an_earlier_kernel_recorded_says_so():
     store = MemoryJournalStore()
     for name, fingerprint in (("old", FINGERPRINT), ("now", {**FINGERPRINT, "kernel": str(BEHAVIOUR)})):
         clock = EventClock()
-        await run_daemon(store, CFG, RunRequest(name, synthetic(2000, clock), clock), fingerprint)
+        await run_daemon(store, CFG, RunRequest(name, synthetic(2000, clock), clock), fingerprint, paper_operations())
     changed = await trading_config(store, "old", ["strategy.ema_cross.fast=4"], None)
     with pytest.raises(VerificationFailed, match="diverged") as old:
         await replay.verify(store, "old", changed)
@@ -93,7 +95,8 @@ async def test_duration_stops_a_run_that_would_go_on():
     store = MemoryJournalStore()
     clock = WallClock()
     with anyio.fail_after(20):
-        summary = await run_daemon(store, CFG, RunRequest("j", synthetic(10**9, clock), clock, duration=0.3), FINGERPRINT)
+        summary = await run_daemon(store, CFG, RunRequest("j", synthetic(10**9, clock), clock, duration=0.3),
+                                   FINGERPRINT, paper_operations())
     assert summary["stopped"] == "duration"
     last = (await messages(store, "j"))[-1]
     assert isinstance(last, RunStopped) and last.reason == "duration"
@@ -102,7 +105,8 @@ async def test_duration_stops_a_run_that_would_go_on():
 async def test_max_events_counts_feed_inputs():
     store = MemoryJournalStore()
     clock = EventClock()
-    summary = await run_daemon(store, CFG, RunRequest("j", synthetic(5000, clock), clock, max_events=700), FINGERPRINT)
+    summary = await run_daemon(store, CFG, RunRequest("j", synthetic(5000, clock), clock, max_events=700),
+                               FINGERPRINT, paper_operations())
     assert summary["stopped"] == "max-events"
     quotes = [m for m in await messages(store, "j") if type(m).__name__ == "QuoteTick"]
     assert len(quotes) == 700
@@ -116,7 +120,7 @@ async def test_a_failing_feed_is_recorded_as_the_reason_and_then_reported():
 
     store = MemoryJournalStore()
     with pytest.raises(InputError, match="data.csv:52"):
-        await run_daemon(store, CFG, RunRequest("j", broken(), EventClock()), FINGERPRINT)
+        await run_daemon(store, CFG, RunRequest("j", broken(), EventClock()), FINGERPRINT, paper_operations())
     last = (await messages(store, "j"))[-1]
     assert isinstance(last, RunStopped) and last.reason.startswith("feed error: data.csv:52")
 
@@ -124,7 +128,7 @@ async def test_a_failing_feed_is_recorded_as_the_reason_and_then_reported():
 async def test_venue_reports_are_stamped_with_the_time_of_the_input_being_handled():
     store = MemoryJournalStore()
     clock = EventClock()
-    await run_daemon(store, CFG, RunRequest("j", synthetic(3000, clock), clock), FINGERPRINT)
+    await run_daemon(store, CFG, RunRequest("j", synthetic(3000, clock), clock), FINGERPRINT, paper_operations())
     latest = 0
     for msg in await messages(store, "j"):
         if type(msg).__name__ in ("OrderAccepted", "OrderFilled", "OrderPartiallyFilled", "OrderCanceled"):
@@ -136,10 +140,11 @@ async def test_venue_reports_are_stamped_with_the_time_of_the_input_being_handle
 async def test_a_restart_applies_risk_limits_edited_since_through_the_journal_and_still_verifies():
     store = MemoryJournalStore()
     clock = EventClock()
-    await run_daemon(store, CFG, RunRequest("j", synthetic(2000, clock), clock), FINGERPRINT)
+    await run_daemon(store, CFG, RunRequest("j", synthetic(2000, clock), clock), FINGERPRINT, paper_operations())
     edited = config.load(None, env={"FOXHUNT_RISK__COLLAR_BPS": "250"})
     clock = EventClock()
-    await run_daemon(store, edited, RunRequest("j", synthetic(2000, clock, seed=6), clock), FINGERPRINT)
+    await run_daemon(store, edited, RunRequest("j", synthetic(2000, clock, seed=6), clock),
+                     FINGERPRINT, paper_operations())
     recorded = await messages(store, "j")
     (reload,) = [m for m in recorded if type(m).__name__ == "ConfigReloaded"]
     assert reload.changed == ["collar_bps"] and reload.source == "configuration at start-up"
@@ -152,10 +157,10 @@ async def test_a_restart_applies_risk_limits_edited_since_through_the_journal_an
 async def test_a_restart_with_another_strategy_is_refused_naming_the_settings():
     store = MemoryJournalStore()
     clock = EventClock()
-    await run_daemon(store, CFG, RunRequest("j", synthetic(100, clock), clock), FINGERPRINT)
+    await run_daemon(store, CFG, RunRequest("j", synthetic(100, clock), clock), FINGERPRINT, paper_operations())
     other = config.load(None, env={"FOXHUNT_STRATEGY__EMA_CROSS__FAST": "4"})
     with pytest.raises(ConfigError, match=r"other strategy settings \(strategy.ema_cross.fast\)"):
-        await run_daemon(store, other, RunRequest("j", synthetic(100, clock), clock), FINGERPRINT)
+        await run_daemon(store, other, RunRequest("j", synthetic(100, clock), clock), FINGERPRINT, paper_operations())
 
 
 @pytest.mark.parametrize("policy", ["cancel", "leave"])
@@ -164,7 +169,8 @@ async def test_a_deliberate_stop_cancels_working_orders_first_or_leaves_them_by_
     cfg = config.load(None, env={"FOXHUNT_VENUE__LATENCY_NS": str(60 * 10**9), "FOXHUNT_RUN__ON_STOP": policy})
     store = MemoryJournalStore()
     clock = EventClock()
-    await run_daemon(store, cfg, RunRequest("j", synthetic(3000, clock), clock, max_events=2500), FINGERPRINT)
+    await run_daemon(store, cfg, RunRequest("j", synthetic(3000, clock), clock, max_events=2500),
+                     FINGERPRINT, paper_operations())
     recorded = await messages(store, "j")
     stop_commands = [m for m in recorded if type(m).__name__ == "AdminCommand"]
     if policy == "cancel":
@@ -260,7 +266,7 @@ async def test_a_run_journals_a_step_back_of_the_system_clock_once_and_its_input
             yield msg
 
     store = MemoryJournalStore()
-    summary = await run_daemon(store, CFG, RunRequest("j", feed(), clock), FINGERPRINT)
+    summary = await run_daemon(store, CFG, RunRequest("j", feed(), clock), FINGERPRINT, paper_operations())
     recorded = await messages(store, "j")
     held = [m for m in recorded if type(m).__name__ == "ClockHeld"]
     assert len(held) == 1 and held[0].step_ns >= 3_600_000_000_000 - 10_000_000

@@ -10,6 +10,7 @@ import pytest
 
 from foxhunt import config
 from foxhunt.adapters.journal_memory import MemoryJournalStore
+from foxhunt.bootstrap import paper_operations
 from foxhunt.errors import VerificationFailed
 from foxhunt.runtime import replay, snapshots
 from foxhunt.runtime.clock import EventClock
@@ -35,7 +36,7 @@ async def records(store, name) -> list:
 async def paper_journal(env: dict[str, str], n: int = 3000) -> tuple[MemoryJournalStore, config.TradingConfig, list]:
     store, clock = MemoryJournalStore(), EventClock()
     cfg = config.load(None, env=env)
-    summary = await run_daemon(store, cfg, RunRequest("j", synthetic(n, clock), clock), FINGERPRINT)
+    summary = await run_daemon(store, cfg, RunRequest("j", synthetic(n, clock), clock), FINGERPRINT, paper_operations())
     assert summary["orders"] > 20 and summary["fills"] > 10
     return store, await trading_config(store, "j", None, None), await records(store, "j")
 
@@ -81,7 +82,8 @@ async def test_a_stop_saves_a_snapshot_and_the_next_start_recovers_from_it_feedi
     store, clock = MemoryJournalStore(), EventClock()
     cfg = config.load(None, env={**RISKY, "FOXHUNT_JOURNAL__SNAPSHOT_AFTER": "1"})
     for seed in (5, 6, 7):
-        await run_daemon(store, cfg, RunRequest("j", synthetic(1500, clock, seed=seed), clock), FINGERPRINT)
+        await run_daemon(store, cfg, RunRequest("j", synthetic(1500, clock, seed=seed), clock),
+                         FINGERPRINT, paper_operations())
     kept = await store.snapshots("j")
     runs = [r.seq for r in await records(store, "j") if type(r.message).__name__ == "RunStarted"]
     last = (await store.info("j")).last_seq
@@ -97,7 +99,7 @@ async def test_a_stop_saves_a_snapshot_and_the_next_start_recovers_from_it_feedi
     quiet = MemoryJournalStore()
     for seed in (5, 6):
         await run_daemon(quiet, config.load(None, env=RISKY), RunRequest("j", synthetic(500, clock, seed=seed), clock),
-                        FINGERPRINT)
+                        FINGERPRINT, paper_operations())
     assert await quiet.snapshots("j") == []
 
 

@@ -11,12 +11,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from foxhunt import config
 from foxhunt.adapters.journal_memory import MemoryJournalStore
+from foxhunt.bootstrap import paper_operations
 from foxhunt.messages.orders import DuplicateFillIgnored, OrderFilled, OrderReportRefused, Side
 from foxhunt.messages.system import VenueMessageRejected
 from foxhunt.observability import telemetry
 from foxhunt.observability.telemetry import Telemetry
 from foxhunt.runtime.clock import WallClock
-from foxhunt.runtime.daemon import Operations, RunRequest, run_daemon
+from foxhunt.runtime.daemon import RunRequest, run_daemon
 from tests.test_runtime import synthetic
 
 # one order a minute gets through: the rest are denied by the throttle, so both verdicts are traced
@@ -34,7 +35,7 @@ async def test_a_paper_run_traces_each_order_and_records_the_metrics():
     tel = Telemetry(Resource.create({"service.name": "foxhunt-test"}), spans, reader, traces_per_second=float("inf"))
     clock = WallClock()
     summary = await run_daemon(MemoryJournalStore(), CFG, RunRequest("j", synthetic(3000, clock), clock),
-                              {"test": "1"}, Operations(telemetry=tel))
+                              {"test": "1"}, paper_operations(telemetry=tel))
     points = metric_points(reader)  # read before shutdown (run_daemon shuts the providers down)
     orders = [s for s in spans.get_finished_spans() if s.name == "order"]
     assert len(orders) == summary["orders"] > 2
@@ -57,7 +58,7 @@ async def test_tracing_is_bounded_per_second_while_the_counters_count_everything
     clock = WallClock()
     started = time.monotonic()
     summary = await run_daemon(MemoryJournalStore(), CFG, RunRequest("j", synthetic(3000, clock), clock),
-                              {"test": "1"}, Operations(telemetry=tel))
+                              {"test": "1"}, paper_operations(telemetry=tel))
     seconds = time.monotonic() - started
     points = metric_points(reader)
     traced = [s for s in spans.get_finished_spans() if s.name == "order"]
@@ -123,7 +124,7 @@ def test_otlp_export_reaches_the_endpoint_named_by_the_environment(monkeypatch):
         tel = telemetry.build("otlp", 60.0, "foxhunt-test", "j", traces_per_second=float("inf"))
         clock = WallClock()
         anyio.run(run_daemon, MemoryJournalStore(), CFG, RunRequest("j", synthetic(300, clock), clock), {"t": "1"},
-                  Operations(telemetry=tel))  # shuts telemetry down at the end: everything is flushed
+                  paper_operations(telemetry=tel))  # shuts telemetry down at the end: everything is flushed
     finally:
         server.shutdown()
     paths = {path for path, _, _ in received}

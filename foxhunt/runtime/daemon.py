@@ -38,8 +38,7 @@ import signal
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
@@ -49,13 +48,9 @@ import structlog
 from anyio.streams.memory import MemoryObjectSendStream
 
 from foxhunt import config
-from foxhunt.adapters.systemd import Notifier
-from foxhunt.adapters.venue_sim import SimVenue
-from foxhunt.adapters.venue_wire_log import WireLoggedVenue
 from foxhunt.admin import server as admin_server
 from foxhunt.admin.protocol import UsageError
 from foxhunt.config import Config, TradingConfig, trading_from_json
-from foxhunt.core.kernel import Kernel
 from foxhunt.errors import ConfigError, InputError
 from foxhunt.messages.base import Derived, Input
 from foxhunt.messages.market import MARKET_DATA_TYPES
@@ -69,7 +64,7 @@ from foxhunt.messages.system import (
     RunStarted,
     RunStopped,
 )
-from foxhunt.ports import Clock, JournalStore, Venue
+from foxhunt.ports import Clock, JournalStore, Notifier, Venue, VenueFactory
 from foxhunt.runtime.bus import Bus, BusClosed, publish_all
 from foxhunt.runtime.clock import WallClock
 from foxhunt.runtime.console import Console
@@ -117,20 +112,13 @@ class StartupSignals:
             self.name = signal.Signals(signum).name
 
 
-VenueFactory = Callable[[Kernel, TradingConfig, Clock], Venue]
-
-
-def simulated_venue(kernel: Kernel, trading: TradingConfig, clock: Clock) -> Venue:
-    return SimVenue(kernel.instruments, trading.venue, clock)
-
-
 @dataclass
 class Operations:
-    """How the daemon is wired to the world: the venue, systemd's notify socket, the admin socket (None:
-    none) and telemetry (None: off)."""
+    """How the daemon is wired to the world, built by the composition root (bootstrap.operations): the
+    venue, its supervisor's notifications, the admin socket (None: none) and telemetry (None: off)."""
 
-    venue: VenueFactory = simulated_venue
-    notifier: Notifier = field(default_factory=lambda: Notifier({}))
+    venue: VenueFactory
+    notifier: Notifier
     admin: admin_server.ServerPolicy | None = None
     telemetry: Telemetry | None = None
 
@@ -192,9 +180,8 @@ class _Control:
 
 
 async def run_daemon(
-    store: JournalStore, cfg: Config, req: RunRequest, fingerprint: dict[str, str], ops: Operations | None = None
+    store: JournalStore, cfg: Config, req: RunRequest, fingerprint: dict[str, str], ops: Operations
 ) -> dict:
-    ops = ops or Operations()
     trading = cfg.trading()
     control = _Control()
     started = time.perf_counter()
@@ -215,8 +202,8 @@ async def run_daemon(
             await save_snapshot(store, req.journal, kernel, journal.last_seq, recovery.total_inputs, built_with)
             unsnapshotted = 0
         venue = ops.venue(kernel, built_with, req.clock)
-        if cfg.run.wire_log:
-            venue = resources.enter_context(WireLoggedVenue(venue, Path(cfg.run.wire_log)))
+        if isinstance(venue, contextlib.AbstractContextManager):  # one that holds a file (ports.Venue)
+            resources.enter_context(venue)
         loop = TradingLoop(kernel, venue, journal, cfg.journal.durability)
         # from the first write on (the run's start): an outage then halts trading before it starts
         journal.watch_health(lambda reason, outage: control.push_urgent(_health_input(req.clock, reason, outage)))

@@ -18,14 +18,12 @@ from contextlib import aclosing
 
 import msgspec
 
-from foxhunt.adapters.journal_discard import DiscardingJournal
-from foxhunt.adapters.venue_sim import SimVenue
 from foxhunt.config import TradingConfig
 from foxhunt.core.kernel import BEHAVIOUR, Kernel
 from foxhunt.errors import VerificationFailed
 from foxhunt.messages import codec
 from foxhunt.messages.system import RunStarted, VenueConnected, VenueDisconnected, VenueMessageRejected
-from foxhunt.ports import JournalStore, Record, Snapshot
+from foxhunt.ports import JournalStore, JournalWriter, Record, Snapshot, VenueFactory
 from foxhunt.runtime import snapshots
 from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.loop import TradingLoop
@@ -144,11 +142,15 @@ async def verify(store: JournalStore, name: str, trading: TradingConfig) -> dict
     )
 
 
-async def backtest(store: JournalStore, name: str, trading: TradingConfig) -> dict[str, object]:
+async def backtest(
+    store: JournalStore, name: str, trading: TradingConfig, venue_for: VenueFactory, journal: JournalWriter
+) -> dict[str, object]:
+    """Through `venue_for`'s venue (the simulated one), appending what it derives to `journal` (one that
+    keeps nothing: a backtest is not a journal's run)."""
     kernel = build_kernel(trading)
     clock = EventClock()
-    venue = SimVenue(kernel.instruments, trading.venue, clock)
-    loop = TradingLoop(kernel, venue, DiscardingJournal())
+    venue = venue_for(kernel, trading, clock)
+    loop = TradingLoop(kernel, venue, journal)
     started = time.perf_counter()
     events = 0
     async with aclosing(store.read(name, decode_derived=False)) as pages:
