@@ -63,6 +63,12 @@ def test_every_message_type_round_trips_through_the_codec(cls, data):
     assert codec.encode(decoded) == payload  # what --verify relies on: encoding is a function
 
 
+def test_message_types_register_themselves_once_and_bases_do_not():
+    names = [c.__name__ for c in codec.MESSAGE_TYPES]
+    assert len(names) == len(set(names))  # a kind names one type: the journal's `kind` column
+    assert "OrderFilled" in names and "_Fill" not in names and "Input" not in names
+
+
 def test_every_message_kind_is_either_input_or_derived():
     names = {c.__name__ for c in codec.MESSAGE_TYPES}
     assert codec.INPUT_KINDS | codec.DERIVED_KINDS == names

@@ -13,7 +13,9 @@ import msgspec
 
 from foxhunt.messages.fixed_point import SCALE, SCALE_DIGITS, format_fixed, mul, parse_fixed
 
-__all__ = ["SCALE", "SCALE_DIGITS", "Derived", "Enum", "Input", "Message", "format_fixed", "mul", "parse_fixed"]
+__all__ = [
+    "REGISTRY", "SCALE", "SCALE_DIGITS", "Derived", "Enum", "Input", "Message", "format_fixed", "mul", "parse_fixed",
+]
 
 
 class Enum(enum.Enum):
@@ -23,6 +25,12 @@ class Enum(enum.Enum):
     differs from one process to the next: nothing replay must repeat may depend on it."""
 
     __hash__ = object.__hash__
+
+
+# Every message type, in the order declared: a class that derives from Input or Derived registers itself
+# (a base named with a leading underscore does not), and the codec decodes what is registered here, so a
+# new message type is declared once (an input also needs the kernel's handler: tests/test_kernel.py says so)
+REGISTRY: list[type[Message]] = []
 
 
 class Message(msgspec.Struct, frozen=True, kw_only=True, tag=True, tag_field="kind", gc=False):
@@ -35,6 +43,11 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, tag=True, tag_field="ki
 
     ts_event: int
     ts_init: int
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__module__ != __name__ and not cls.__name__.startswith("_"):
+            REGISTRY.append(cls)
 
 
 class Input(Message, frozen=True, kw_only=True):

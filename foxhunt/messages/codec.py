@@ -1,4 +1,5 @@
-"""The one encoder and the one decoder of journaled messages: msgpack, tagged by class name."""
+"""The one encoder and the one decoder of journaled messages: msgpack, tagged by class name. It knows every
+message type from the registry the types enter as they are declared (messages/base.py)."""
 
 from __future__ import annotations
 
@@ -6,94 +7,10 @@ from typing import Union
 
 import msgspec
 
-from foxhunt.messages.base import Derived, Input, Message
-from foxhunt.messages.market import Bar, QuoteTick, TradeTick
-from foxhunt.messages.orders import (
-    CancelOrder,
-    CommissionReported,
-    DuplicateFillIgnored,
-    OrderAccepted,
-    OrderCanceled,
-    OrderCancelRejected,
-    OrderDenied,
-    OrderExpired,
-    OrderFilled,
-    OrderPartiallyFilled,
-    OrderRejected,
-    OrderReplaced,
-    OrderReportRefused,
-    OrderSubmitted,
-    OrdersUncertain,
-    ReplaceOrder,
-    SubmitOrder,
-)
-from foxhunt.messages.system import (
-    AdminCommand,
-    ClockHeld,
-    CommandRejected,
-    ConfigReloaded,
-    FeedGap,
-    InstrumentStateChanged,
-    JournalDegraded,
-    JournalRecovered,
-    MarketDataFlagged,
-    PositionChanged,
-    RiskLimitChanged,
-    RunStarted,
-    RunStopped,
-    StrategyStateChanged,
-    TimerFired,
-    TradingStateChanged,
-    VenueConnected,
-    VenueDisconnected,
-    VenueMessageIgnored,
-    VenueMessageRejected,
-    VenueSessionEvent,
-)
+from foxhunt.messages import market, orders, system  # noqa: F401 - their message types register themselves
+from foxhunt.messages.base import REGISTRY, Derived, Input, Message
 
-MESSAGE_TYPES: tuple[type[Message], ...] = (
-    QuoteTick,
-    TradeTick,
-    Bar,
-    SubmitOrder,
-    CancelOrder,
-    ReplaceOrder,
-    OrderSubmitted,
-    OrderDenied,
-    OrdersUncertain,
-    OrderReportRefused,
-    OrderAccepted,
-    OrderRejected,
-    OrderCanceled,
-    OrderCancelRejected,
-    OrderReplaced,
-    OrderExpired,
-    OrderPartiallyFilled,
-    OrderFilled,
-    CommissionReported,
-    RunStarted,
-    RunStopped,
-    VenueConnected,
-    VenueDisconnected,
-    TimerFired,
-    AdminCommand,
-    FeedGap,
-    JournalDegraded,
-    JournalRecovered,
-    TradingStateChanged,
-    MarketDataFlagged,
-    PositionChanged,
-    RiskLimitChanged,
-    CommandRejected,
-    InstrumentStateChanged,
-    ConfigReloaded,
-    StrategyStateChanged,
-    VenueSessionEvent,
-    VenueMessageIgnored,
-    DuplicateFillIgnored,
-    VenueMessageRejected,
-    ClockHeld,
-)
+MESSAGE_TYPES: tuple[type[Message], ...] = tuple(REGISTRY)  # every message type (messages/base.py, REGISTRY)
 AnyMessage = Union[MESSAGE_TYPES]  # noqa: UP007 - a runtime union of the tuple above
 INPUT_KINDS = frozenset(t.__name__ for t in MESSAGE_TYPES if issubclass(t, Input))
 DERIVED_KINDS = frozenset(t.__name__ for t in MESSAGE_TYPES if issubclass(t, Derived))
