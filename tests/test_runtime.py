@@ -37,25 +37,24 @@ async def messages(store, name) -> list:
 
 
 async def test_bus_delivers_in_order_and_ends_when_every_publisher_has_closed():
-    bus = Bus(capacity=3)
-    a, b = bus.publisher(), bus.publisher()
-    bus.seal()
     got = []
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(publish_all, [quote(i, "1.1", "1.2") for i in range(10)], a)
-        b.close()
-        while True:
-            try:
-                msg = bus.take_nowait() or await bus.take()
-            except BusClosed:
-                break
-            got.append(msg.ts_event)
+    with Bus(capacity=3) as bus:
+        a, b = bus.publisher(), bus.publisher()
+        bus.seal()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(publish_all, [quote(i, "1.1", "1.2") for i in range(10)], a)
+            b.close()
+            while True:
+                try:
+                    msg = bus.take_nowait() or await bus.take()
+                except BusClosed:
+                    break
+                got.append(msg.ts_event)
     assert got == list(range(10))
 
 
 async def test_bus_take_times_out_with_none():
-    bus = Bus()
-    with anyio.fail_after(2):
+    with Bus() as bus, anyio.fail_after(2):
         assert await bus.take(timeout=0.05) is None
 
 

@@ -25,8 +25,18 @@ class BusClosed(Exception):
 
 
 class Bus:
+    """Used as a context manager: its own ends are closed when the run is done with it (a publisher closes
+    its own sender)."""
+
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self._send, self._receive = anyio.create_memory_object_stream[Input](capacity)
+
+    def __enter__(self) -> Bus:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._send.close()
+        self._receive.close()
 
     def publisher(self) -> MemoryObjectSendStream[Input]:
         """A sender for one source; close it (or use it as a context manager) when the source ends."""

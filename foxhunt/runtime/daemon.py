@@ -273,20 +273,20 @@ async def _trade(
 ) -> None:
     """The sources, the venue, the signal watcher and the admin socket as tasks; the loop consuming the bus
     here, then stopping while the venue still runs (so the stop policy's cancels reach it)."""
-    bus = Bus()
-    async with anyio.create_task_group() as tg:
-        await tg.start(_run_venue, loop.venue, bus.publisher())
-        if ops.admin is not None:
-            await tg.start(admin_server.serve, ops.admin, console)
-        tg.start_soon(_watch_signals, control, req, console)
-        tg.start_soon(_run_feed, req.feed, bus.publisher(), control, req.feed_rate)
-        bus.seal()  # every source has its publisher: the bus ends when they all have
-        ops.notifier.ready(console.summary_line())
-        log.info("ready", journal=req.journal, admin_socket=str(ops.admin.path) if ops.admin else None)
-        await _consume(loop, bus, req, control, console, ops.notifier)
-        ops.notifier.stopping(f"stopping: {control.stop_reason}")
-        await _finish(loop, bus, req.clock, control, on_stop)
-        tg.cancel_scope.cancel()
+    with Bus() as bus:
+        async with anyio.create_task_group() as tg:
+            await tg.start(_run_venue, loop.venue, bus.publisher())
+            if ops.admin is not None:
+                await tg.start(admin_server.serve, ops.admin, console)
+            tg.start_soon(_watch_signals, control, req, console)
+            tg.start_soon(_run_feed, req.feed, bus.publisher(), control, req.feed_rate)
+            bus.seal()  # every source has its publisher: the bus ends when they all have
+            ops.notifier.ready(console.summary_line())
+            log.info("ready", journal=req.journal, admin_socket=str(ops.admin.path) if ops.admin else None)
+            await _consume(loop, bus, req, control, console, ops.notifier)
+            ops.notifier.stopping(f"stopping: {control.stop_reason}")
+            await _finish(loop, bus, req.clock, control, on_stop)
+            tg.cancel_scope.cancel()
 
 
 async def _finish(loop: TradingLoop, bus: Bus, clock: Clock, control: _Control, on_stop: str) -> None:
