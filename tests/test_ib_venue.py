@@ -218,45 +218,34 @@ async def test_an_execution_of_a_negative_quantity_is_refused_not_booked():
     assert refused.last_qty == d("-100000") and h.book.get(resting).filled_qty == 0
 
 
-async def test_a_commission_reported_after_a_reconciled_fill_is_published_on_its_own():
-    """IB's link to its servers comes back (1102) between an execution and its commission report:
-    reconciliation books the execution, and the commission report that follows was ignored (commissions
-    understated). Now it is published, and the kernel books it (tests/test_fills_once.py)."""
+@pytest.mark.parametrize("how", ["link_restored", "restart"])
+async def test_a_commission_reported_after_a_reconciled_fill_is_published_on_its_own(how):
+    """Reconciliation books an execution whose commission report comes after it, which was then ignored
+    (commissions understated). `link_restored`: IB's link to its servers comes back (1102) between the two.
+    `restart`: the order filled while foxhunt was down, and the restarted process holds no ib_async Trade
+    for it, so ib_async emits no event for the report (wrapper.commissionReport: "not a live execution").
+    Now it is published, and the kernel books it (tests/test_fills_once.py)."""
     async with tws() as server:
         h = Harness(server)
         async with h.running():
             resting = h.submit(order_type=OrderType.LIMIT, price="1.09")
             await h.until(lambda: h.of(resting, OrderAccepted))
             server.commission_delay = 0.3
-            server.execute_resting(1.0)
-            server.send_raw(frame(4, 2, -1, 1102, "Connectivity between IB and TWS has been restored - data "
-                                                  "maintained.", ""))
-            await h.until(lambda: h.of(resting, CommissionReported))
+            if how == "link_restored":
+                server.execute_resting(1.0)
+                server.send_raw(frame(4, 2, -1, 1102, "Connectivity between IB and TWS has been restored - data "
+                                                      "maintained.", ""))
+                await h.until(lambda: h.of(resting, CommissionReported))
+        if how == "restart":
+            server.fill_resting()
+            book, h = h.book, Harness(server)
+            h.book = book  # the kernel's orders, recovered from the journal
+            async with h.running():
+                await h.until(lambda: h.of(resting, CommissionReported))
     (fill,) = h.of(resting, OrderFilled)
     (commission,) = h.of(resting, CommissionReported)
     assert fill.commission == 0 and commission.trade_id == fill.trade_id and commission.commission == d("0.436")
-    assert h.events.index(fill) < h.events.index(commission)
-
-
-async def test_a_commission_reported_after_an_execution_found_at_a_restart_is_published_on_its_own():
-    """The order filled while foxhunt was down; the restarted process finds the execution in reqExecutions
-    and its commission report comes after. ib_async holds no Trade for that order, so it emits no event for
-    the report (wrapper.commissionReport: "not a live execution"): the commission was lost."""
-    async with tws() as server:
-        h = Harness(server)
-        async with h.running():
-            resting = h.submit(order_type=OrderType.LIMIT, price="1.09")
-            await h.until(lambda: h.of(resting, OrderAccepted))
-        server.commission_delay = 0.3
-        server.fill_resting()
-        restarted = Harness(server)
-        restarted.book = h.book  # the kernel's orders, recovered from the journal
-        async with restarted.running():
-            await restarted.until(lambda: restarted.of(resting, CommissionReported))
-    (fill,) = restarted.of(resting, OrderFilled)
-    (commission,) = restarted.of(resting, CommissionReported)
-    assert fill.commission == 0 and commission.trade_id == fill.trade_id and commission.commission == d("0.436")
-    assert not restarted.venue.commission_untold
+    assert h.events.index(fill) < h.events.index(commission) and not h.venue.commission_untold
 
 
 async def test_an_execution_of_an_order_foxhunt_did_not_send_is_recorded_and_not_booked():
