@@ -175,9 +175,9 @@ def test_lot_tick_state_restriction_and_reference_denials():
     k = fresh()
     assert submit(k, "1500") == "INVALID_LOT: qty=1500 lot=1000"
     assert submit(k, "1000", "1.100005") == "INVALID_TICK: price=1.100005 tick=0.00001"
-    k.state = TradingState.HALTED
+    k.trading.state = TradingState.HALTED
     assert submit(k, "1000") == "TRADING_HALTED: symbol=EURUSD"
-    k.state = TradingState.ACTIVE
+    k.trading.state = TradingState.ACTIVE
     assert submit(k, "1000", reduce_only=True) == "REDUCE_ONLY: symbol=EURUSD"
     restricted = fresh(instruments={"EURUSD": InstrumentRisk(restricted="no_trade")})
     assert submit(restricted, "1000") == "RESTRICTED: symbol=EURUSD"

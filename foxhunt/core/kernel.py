@@ -20,6 +20,7 @@ from foxhunt.core.risk import PreTradeRisk, reference_price
 from foxhunt.core.safeguards import Safeguards
 from foxhunt.core.step import Step
 from foxhunt.core.strategy import Strategy, StrategyContext
+from foxhunt.core.trading_state import Cause, TradingStates
 from foxhunt.messages.base import Derived, Input, format_fixed
 from foxhunt.messages.fixed_point import INT64_MAX
 from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
@@ -70,8 +71,6 @@ from foxhunt.messages.system import (
 # A strategy that answers every event with a new request would never let an input end.
 MAX_ROUNDS = 1000
 
-_SEVERITY = {TradingState.ACTIVE: 0, TradingState.REDUCING: 1, TradingState.HALTED: 2}  # tighten()'s order
-
 
 # What the kernel derives from its inputs, as a version: raised with every change that makes it derive
 # other events from the same inputs, and journaled with each run (the "kernel" of RunStarted's fingerprint),
@@ -120,7 +119,7 @@ class Kernel:
         self.gate = gate
         self.orders = Orders()
         self.portfolio = Portfolio()
-        self.state = TradingState.ACTIVE
+        self.trading = TradingStates()  # ACTIVE, REDUCING, HALTED, and what each cause does (core/trading_state.py)
         self.market: dict[str, QuoteTick | Bar | TradeTick] = {}  # last usable market data per symbol
         self.venues_down: set[str] = set()
         # working orders whose cancel is asked for and not yet answered, with the cancel's reason: held
@@ -131,7 +130,6 @@ class Kernel:
         self.replaces_pending: dict[str, ReplaceOrder] = {}
         self.seed: int | None = None
         self.run: RunStarted | None = None  # the start of the run the inputs are of
-        self.state_before_journal_halt: TradingState | None = None
         self.requests: list[SubmitOrder | CancelOrder | ReplaceOrder] = []
         self.contexts = {s.strategy_id: StrategyContext(self, s) for s in strategies}
         self._by_strategy: dict[str, list[tuple[Strategy, StrategyContext]]] = {}  # who hears of an order's events
@@ -149,8 +147,8 @@ class Kernel:
         # The throttles and the repeated-execution window measure on it; the market's own windows and the
         # age of market data measure on ts_event, the time the market gave.
         self.now_ns = 0
-        self.safeguards = Safeguards(self)
-        self.operator = Operator(self)
+        self.safeguards = Safeguards(gate, instruments, self.portfolio, self)
+        self.operator = Operator(self, self.safeguards.breakers)
         self.follow_limits()
         self._order_counter = 0
         # scratch lists reused for every input (copied out only when something was derived): most quotes
@@ -235,9 +233,8 @@ class Kernel:
         # what else decides: the gate's engine, the breakers, each strategy's own state and random generator
         strategies = [[s.strategy_id, s.digest_state(), list(self.contexts[s.strategy_id].rng.getstate()[1])]
                       for s in self.strategies]
-        deciding = [self.gate.digest_state(), self.safeguards.digest_state(), strategies, sorted(self.paused),
-                    self.state_before_journal_halt.value if self.state_before_journal_halt is not None else None]
-        state = [self.state.value, positions, orders, self.portfolio.max_drawdown, cancels, counts, place, market,
+        deciding = [self.gate.digest_state(), self.safeguards.digest_state(), strategies, sorted(self.paused)]
+        state = [self.trading.digest_state(), positions, orders, self.portfolio.max_drawdown, cancels, counts, place, market,
                  deciding]
         return hashlib.sha256(msgspec.msgpack.encode(state)).hexdigest()[:16]
 
@@ -256,9 +253,19 @@ class Kernel:
             for symbol, data in self.market.items():
                 self.gate.on_reference(symbol, reference_price(data, 0)[0])
 
+    @property
+    def state(self) -> TradingState:
+        return self.trading.state
+
+    # --- what the kernel's parts may do (core/effects.py) ------------------------------------------
+
     def emit(self, event: Derived) -> None:
-        """Record a derived event of the input being handled (for the kernel's helpers)."""
+        """Record a derived event of the input being handled."""
         self._derived.append(event)
+
+    def request(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder) -> None:
+        """Ask for an order command: it passes the gate once the input's handler returns."""
+        self.requests.append(cmd)
 
     def next_order_id(self, strategy_id: str) -> str:
         self._order_counter += 1
@@ -348,10 +355,11 @@ class Kernel:
         if kind is OrderFilled or kind is OrderPartiallyFilled:
             fill = cast(OrderFilled, report)
             action = TradingState.REDUCING if self.gate.limits.refused_fill_action == "reduce" else TradingState.HALTED
-            self.tighten(action, fill, f"fill {fill.trade_id} of order {fill.order_id} refused: {reason}")
+            self.change_trading(Cause.BREAKER, fill, f"fill {fill.trade_id} of order {fill.order_id} refused: {reason}",
+                                action)
         elif kind is OrderReplaced and order is not None:
             cause = f"order {order.order_id} replaced unasked: {reason}"
-            self.tighten(TradingState.HALTED, cast(OrderReplaced, report), cause)
+            self.change_trading(Cause.BREAKER, cast(OrderReplaced, report), cause, TradingState.HALTED)
         return False
 
     def _fill_value_problem(self, order: Order, fill: OrderFilled) -> str:
@@ -417,7 +425,7 @@ class Kernel:
         self.gate.on_position(fill.symbol, pos.quantity)
         self._position_changed(pos, fill)
         self._on_order_event(fill, cast(Order, order))
-        self.safeguards.on_fill(fill)
+        self.safeguards.on_fill(fill, self.now_ns)
 
     def _on_commission(self, msg: CommissionReported) -> None:
         """An execution's commission reported after its fill: what it adds to the commission booked with the
@@ -443,20 +451,12 @@ class Kernel:
             avg_price=pos.avg_price, realized_pnl=pos.realized_pnl, commissions=pos.commissions, cash=pos.cash,
         ))
 
-    def tighten(self, state: TradingState, msg: Input, cause: str) -> None:
-        """Breakers and throttles only ever move trading towards HALTED; an operator moves it back. A halt
-        is the kill switch: working orders are canceled too."""
-        if _SEVERITY[state] > _SEVERITY[self.state]:
-            self.change_state(state, msg, cause)
-            if state is TradingState.HALTED:
-                for order in list(self.orders.open.values()):
-                    self.request_cancel(order, msg, f"kill switch: {cause}")
-
     def _on_venue_message_rejected(self, msg: VenueMessageRejected) -> None:
         """A venue's message that could not be used: where it was an execution report, trading tightens as
         the venue's policy asks (an execution may have vanished; an operator must reconcile)."""
         if msg.tighten is not None:
-            self.tighten(msg.tighten, msg, f"venue {msg.venue}: {msg.msg_type} message unusable: {msg.reason}")
+            self.change_trading(Cause.BREAKER, msg, f"venue {msg.venue}: {msg.msg_type} message unusable: {msg.reason}",
+                                msg.tighten)
 
     def _on_venue_disconnected(self, msg: VenueDisconnected) -> None:
         """Nothing new goes to a venue that is down, and what it has working becomes uncertain (the kernel
@@ -587,26 +587,24 @@ class Kernel:
             s.on_start(ctx)
 
     def _on_journal_degraded(self, msg: JournalDegraded) -> None:
-        if self.state_before_journal_halt is None:
-            self.state_before_journal_halt = self.state
-        self.change_state(TradingState.HALTED, msg, f"journal fail-stop: {msg.reason}")
+        self.change_trading(Cause.JOURNAL_DOWN, msg, f"journal fail-stop: {msg.reason}")
 
     def _on_journal_recovered(self, msg: JournalRecovered) -> None:
         # Only the journal's own halt is lifted; a halt an operator ordered meanwhile stays.
-        if self.state_before_journal_halt is not None:
-            state, self.state_before_journal_halt = self.state_before_journal_halt, None
-            self.change_state(state, msg, f"journal recovered after {msg.outage_ns // 1_000_000} ms")
+        self.change_trading(Cause.JOURNAL_BACK, msg, f"journal recovered after {msg.outage_ns // 1_000_000} ms")
 
-    def change_state(self, state: TradingState, cause_msg: Input, cause: str) -> None:
-        if state is self.state:
-            return
-        self._derived.append(
-            TradingStateChanged(
-                ts_event=cause_msg.ts_event, ts_init=cause_msg.ts_init, state=state, previous=self.state,
-                cause=cause,
-            )
-        )
-        self.state = state
+    def change_trading(self, cause: Cause, msg: Input, text: str, to: TradingState | None = None,
+                       cancel_reason: str | None = None) -> None:
+        """Apply a cause to the trading state (core/trading_state.py's table): a move is journaled with
+        `text`, and where the cause cancels working orders (the kill switch), each is asked to be."""
+        previous, cancel = self.trading.apply(cause, to)
+        if previous is not None:
+            self._derived.append(TradingStateChanged(ts_event=msg.ts_event, ts_init=msg.ts_init,
+                                                     state=self.trading.state, previous=previous, cause=text))
+        if cancel:
+            reason = cancel_reason if cancel_reason is not None else f"kill switch: {text}"
+            for order in list(self.orders.open.values()):
+                self.request_cancel(order, msg, reason)
 
 
 # What a request must hold to be journaled and checked, field by field: (field, the types it may hold, what

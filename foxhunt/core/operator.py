@@ -8,11 +8,16 @@ same sequence numbers and does the same.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
 import msgspec
 
-from foxhunt.core.risk import RiskLimits
+from foxhunt.core.breakers import Breakers
+from foxhunt.core.effects import Effects, KernelView
+from foxhunt.core.orders import Order
+from foxhunt.core.risk import PreTradeRisk, RiskLimits
+from foxhunt.core.trading_state import Cause
 from foxhunt.messages.orders import OrderType, Side, SubmitOrder, TimeInForce
 from foxhunt.messages.system import (
     AdminCommand,
@@ -23,10 +28,6 @@ from foxhunt.messages.system import (
     TradingState,
 )
 
-if TYPE_CHECKING:
-    from foxhunt.core.kernel import Kernel
-    from foxhunt.core.orders import Order
-
 ADMIN_COMMANDS = ("halt", "reduce", "resume", "kill", "flatten", "cancel", "limit", "strategy")
 
 
@@ -34,23 +35,37 @@ class OperatorError(Exception):
     """A command the kernel does not know: the admin layer validates commands, so this is a bug."""
 
 
+class Operated(KernelView, Effects, Protocol):
+    """The kernel as an operator's commands reach it: what they read and do, and the strategies and limits
+    they steer."""
+
+    @property
+    def gate(self) -> PreTradeRisk: ...
+    @property
+    def contexts(self) -> Mapping[str, object]: ...  # the strategies by name
+    @property
+    def paused(self) -> set[str]: ...
+
+    def set_paused(self, strategy_id: str, paused: bool) -> None: ...
+    def follow_limits(self) -> None: ...
+
+
 class Operator:
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: Operated, breakers: Breakers) -> None:
         self.kernel = kernel
+        self.breakers = breakers
 
     def on_admin(self, cmd: AdminCommand) -> None:
-        k = self.kernel
         match cmd.command:
             case "halt":
                 self._set_state(TradingState.HALTED, cmd)
             case "reduce":
                 self._set_state(TradingState.REDUCING, cmd)
             case "resume":
-                k.safeguards.breakers.acknowledged()
+                self.breakers.acknowledged()
                 self._set_state(TradingState.ACTIVE, cmd)
             case "kill":
-                self._cancel_all(cmd)
-                self._set_state(TradingState.HALTED, cmd)
+                self.kernel.change_trading(Cause.KILL, cmd, _state_text(cmd), cancel_reason=_cancel_text(cmd))
             case "flatten":
                 self._flatten(cmd)
             case "cancel":
@@ -109,7 +124,7 @@ class Operator:
             pos = k.portfolio.positions.get(symbol)
             if pos is None or pos.quantity == 0:
                 continue
-            k.requests.append(
+            k.request(
                 SubmitOrder(
                     ts_event=cmd.ts_event, ts_init=cmd.ts_init, order_id=k.next_order_id("admin"),
                     strategy_id="admin", symbol=symbol, side=Side.SELL if pos.quantity > 0 else Side.BUY,
@@ -157,16 +172,22 @@ class Operator:
             self._request_cancel(order, cmd)
 
     def _request_cancel(self, order: Order, cmd: AdminCommand) -> None:
-        self.kernel.request_cancel(order, cmd, f"admin {cmd.command} by {_operator(cmd)}")
+        self.kernel.request_cancel(order, cmd, _cancel_text(cmd))
 
     def _set_state(self, state: TradingState, cmd: AdminCommand) -> None:
-        k = self.kernel
-        k.state_before_journal_halt = None  # an operator's decision overrides the journal's
-        k.change_state(state, cmd, f"admin {cmd.command} by {_operator(cmd)}: {cmd.reason}")
+        self.kernel.change_trading(Cause.OPERATOR, cmd, _state_text(cmd), state)
 
 
 def _operator(cmd: AdminCommand) -> str:
     return cmd.operator or f"uid {cmd.operator_uid}"
+
+
+def _state_text(cmd: AdminCommand) -> str:
+    return f"admin {cmd.command} by {_operator(cmd)}: {cmd.reason}"
+
+
+def _cancel_text(cmd: AdminCommand) -> str:
+    return f"admin {cmd.command} by {_operator(cmd)}"
 
 
 def _limit_text(limits: RiskLimits, name: str) -> str:

@@ -39,22 +39,20 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 import numpy as np
 
 from foxhunt.core import risk_checks as rc
+from foxhunt.core.effects import KernelView
 from foxhunt.core.fixed import nanos
+from foxhunt.core.orders import Order
 from foxhunt.core.risk_var import BookVar
 from foxhunt.messages.base import SCALE, format_fixed
 from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import OrderType, ReplaceOrder, Side, SubmitOrder, TimeInForce
 from foxhunt.messages.system import TradingState
-
-if TYPE_CHECKING:
-    from foxhunt.core.kernel import Kernel
-    from foxhunt.core.orders import Order
 
 
 class InstrumentRisk(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -358,7 +356,7 @@ class PreTradeRisk:
 
     # --- checks ----------------------------------------------------------------------------------
 
-    def check_submit(self, cmd: SubmitOrder, kernel: Kernel) -> Denial | None:
+    def check_submit(self, cmd: SubmitOrder, view: KernelView) -> Denial | None:
         kind = cmd.order_type
         if (cmd.price is None) is (kind is _LIMIT) or (cmd.trigger_price is None) is (kind is _STOP):
             return Denial("INVALID_ORDER_TERMS", terms_problem(kind, cmd.price, cmd.trigger_price))
@@ -367,15 +365,15 @@ class PreTradeRisk:
         if band is not None and priced is not None and not band[0] <= priced <= band[1]:
             return Denial("PRICE_OUTSIDE_BAND", f"price={format_fixed(priced)} band={format_fixed(band[0])}-"
                                                 f"{format_fixed(band[1])}")
-        denial = self._check(cmd.symbol, cmd.side, cmd.quantity, cmd.quantity, priced, cmd.reduce_only, kernel,
+        denial = self._check(cmd.symbol, cmd.side, cmd.quantity, cmd.quantity, priced, cmd.reduce_only, view,
                              0, 0, 0, _TERMS[cmd.order_type] + _TIFS[cmd.time_in_force], cmd.trigger_price or 0)
         if denial is None and self.kelly_capital is not None and cmd.edge_win_prob is not None:
-            denial = self._check_kelly(cmd, kernel)
+            denial = self._check_kelly(cmd, view)
         if denial is None and kind is not _LIMIT:
             self.worth[cmd.order_id] = self._worth
         return denial
 
-    def _check_kelly(self, cmd: SubmitOrder, kernel: Kernel) -> Denial | None:
+    def _check_kelly(self, cmd: SubmitOrder, view: KernelView) -> Denial | None:
         """Fractional Kelly (Kelly 1956): stake at most kelly_multiplier times f* = p - (1 - p) / b of the
         capital, capped at kelly_max_leverage; an edge that makes no sense is a denial, not an error."""
         p, b = cmd.edge_win_prob, cmd.edge_payoff
@@ -383,7 +381,7 @@ class PreTradeRisk:
             return Denial("KELLY_EDGE_INVALID", f"win_prob={p} payoff={b}")
         fraction = max(p - (1.0 - p) / b, 0.0) * self.limits.kelly_multiplier
         allowed = min(fraction, self.limits.kelly_max_leverage) * self.kelly_capital
-        ref, _ = reference_price(kernel.market.get(cmd.symbol), kernel.ts_event)
+        ref, _ = reference_price(view.market.get(cmd.symbol), view.ts_event)
         price = cmd.price if cmd.price is not None else ref
         notional = (cmd.quantity / SCALE) * (price / SCALE) * self.instruments[cmd.symbol].multiplier
         if notional > allowed:
@@ -394,7 +392,7 @@ class PreTradeRisk:
         """A cancel passes whatever the limits (it only ever lowers risk) but counts as a message."""
         self.record_message(self.flow, now)
 
-    def check_replace(self, cmd: ReplaceOrder, order: Order, kernel: Kernel) -> Denial | None:
+    def check_replace(self, cmd: ReplaceOrder, order: Order, view: KernelView) -> Denial | None:
         """A replace is checked as the order it would become, in place of the order it replaces: its new
         total quantity against the order-size limits, what would be left of it against the rest."""
         price = order.price if cmd.price is None else cmd.price
@@ -409,18 +407,18 @@ class PreTradeRisk:
         buy, sell = (leaves, 0) if order.side is Side.BUY else (0, leaves)
         priced = price if order.order_type is OrderType.LIMIT else trigger
         return self._check(
-            cmd.symbol, order.side, total - order.filled_qty, total, priced, order.reduce_only, kernel, buy, sell,
+            cmd.symbol, order.side, total - order.filled_qty, total, priced, order.reduce_only, view, buy, sell,
             int(order.is_open), 0, 0,
         )
 
     def _check(
-        self, symbol, side, qty, total, price, reduce_only, kernel, less_buy, less_sell, less_count, terms, trigger
+        self, symbol, side, qty, total, price, reduce_only, view, less_buy, less_sell, less_count, terms, trigger
     ) -> Denial | None:
         row_at = self.row_at.get(symbol)
         if row_at is None:
             return Denial("UNKNOWN_INSTRUMENT", f"symbol={symbol}")
-        now = kernel.ts_event
-        last = kernel.market.get(symbol)  # reference_price(), written out: this is the order path
+        now = view.ts_event
+        last = view.market.get(symbol)  # reference_price(), written out: this is the order path
         if last is None:
             ref = age = 0
         else:
@@ -429,16 +427,16 @@ class PreTradeRisk:
         # what an order is worth for credit: its price, or (a market or stop order) the worst price the
         # collar lets it trade at above the reference
         worth = self._worth = price if price is not None else min(ref + self._collar_room(symbol, ref), rc.UNLIMITED)
-        credit_used = kernel.portfolio.gross_exposure / SCALE + self.working_value
+        credit_used = view.portfolio.gross_exposure / SCALE + self.working_value
         canceling = 0
-        if kernel.cancels_pending and less_count == 0:  # a new order: what on its side is being canceled
-            open_orders = kernel.orders.open
-            canceling = sum(o.leaves_qty for o in map(open_orders.get, kernel.cancels_pending)
+        if view.cancels_pending and less_count == 0:  # a new order: what on its side is being canceled
+            open_orders = view.orders.open
+            canceling = sum(o.leaves_qty for o in map(open_orders.get, view.cancels_pending)
                             if o is not None and o.symbol == symbol and o.side is side)
         code = self.check(
             self.engine, row_at, 1 if side is _BUY else -1, qty, total, price or 0, price is not None,
-            reduce_only, ref, age, less_buy, less_sell, less_count, canceling, _STATES[kernel.state], credit_used,
-            worth, kernel.now_ns, terms, trigger,
+            reduce_only, ref, age, less_buy, less_sell, less_count, canceling, _STATES[view.trading.state], credit_used,
+            worth, view.now_ns, terms, trigger,
         )
         if code != rc.OK:
             return Denial(rc.REASONS[code], self._detail(code, symbol))

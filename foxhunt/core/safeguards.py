@@ -1,33 +1,36 @@
-"""Safeguards that watch market data and fills rather than single orders, and act through the kernel:
-the equity breakers and the repeated-execution throttle (trading state), the market-wide halt, and the
-volatility and price-band pauses of single instruments, plus the portfolio gate's return sampling. The
-kernel calls `on_mark` after every accepted mark (only while any of them is configured: `active`) and
-`on_fill` after every fill; the rules themselves are in core/breakers.py and core/risk_var.py.
+"""Safeguards that watch market data and fills rather than single orders, and act through the kernel's
+effects (core/effects.py): the equity breakers and the repeated-execution throttle (trading state), the
+market-wide halt, and the volatility and price-band pauses of single instruments, plus the portfolio
+gate's return sampling. The kernel calls `on_mark` after every accepted mark (only while any of them is
+configured: `active`) and `on_fill` after every fill; the rules themselves are in core/breakers.py and
+core/risk_var.py, and what each does to the trading state in core/trading_state.py.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 from foxhunt.core.breakers import Breakers, MarketWideBreaker, PriceBandBreaker, VolatilityBreaker
+from foxhunt.core.effects import Effects
+from foxhunt.core.portfolio import Portfolio
+from foxhunt.core.risk import PreTradeRisk
+from foxhunt.core.trading_state import Cause
 from foxhunt.messages.base import Input
+from foxhunt.messages.market import Instrument
 from foxhunt.messages.orders import OrderFilled, OrderPartiallyFilled
 from foxhunt.messages.system import InstrumentStateChanged, TradingState
 
-if TYPE_CHECKING:
-    from foxhunt.core.kernel import Kernel
-
 
 class Safeguards:
-    def __init__(self, kernel: Kernel) -> None:
-        limits = kernel.gate.limits
-        self.kernel = kernel
+    def __init__(self, gate: PreTradeRisk, instruments: Mapping[str, Instrument], portfolio: Portfolio,
+                 effects: Effects) -> None:
+        limits = gate.limits
+        self.gate, self.instruments, self.portfolio, self.effects = gate, instruments, portfolio, effects
         self.breakers = Breakers(limits)
-        self.volatility = VolatilityBreaker(limits, sorted(kernel.instruments))
+        self.volatility = VolatilityBreaker(limits, sorted(instruments))
         self.market_wide = MarketWideBreaker(limits)
         self.price_bands = PriceBandBreaker(limits)
         self.volatility_paused: set[str] = set()
-        self.state_before_market_halt: TradingState | None = None
         self.active = False
 
     def digest_state(self) -> object:
@@ -43,13 +46,12 @@ class Safeguards:
              sorted(p.outside_since.items()), sorted(p.paused_until.items()), sorted(p.closes.last.items()),
              sorted(p.closes.prior.items())],
             sorted(self.volatility_paused),
-            None if self.state_before_market_halt is None else self.state_before_market_halt.value,
         ]
 
     def follow_limits(self) -> None:
         """Which safeguards run, decided once per change of the limits."""
-        gate, limits = self.kernel.gate, self.kernel.gate.limits
-        symbols = self.kernel.instruments
+        gate, limits = self.gate, self.gate.limits
+        symbols = self.instruments
         self.breakers.configure(limits)
         self.market_wide.configure(limits)
         self.price_bands.configure(limits)
@@ -63,10 +65,10 @@ class Safeguards:
     def on_mark(self, symbol: str, price: float, msg: Input) -> None:
         """A new mark of `symbol` at `price` (price units), from market data `msg`."""
         if self.equity:
-            portfolio = self.kernel.portfolio
+            portfolio = self.portfolio
             cause = self.breakers.check_equity(msg.ts_event, portfolio.equity, portfolio.peak_equity)
             if cause is not None:
-                self.kernel.tighten(self.breakers.action, msg, cause)
+                self.effects.change_trading(Cause.BREAKER, msg, cause, self.breakers.action)
         if self.book_var is not None:
             self.book_var.on_mark(symbol, price, msg.ts_event)
         if self.vol:
@@ -76,30 +78,25 @@ class Safeguards:
         if self.bands:
             self._check_band(symbol, price, msg)
 
-    def on_fill(self, fill: OrderPartiallyFilled | OrderFilled) -> None:
-        cause = self.breakers.check_fill(self.kernel.now_ns, fill.symbol, fill.side)
+    def on_fill(self, fill: OrderPartiallyFilled | OrderFilled, now_ns: int) -> None:
+        """A fill booked, at the run's clock `now_ns` (the repeated-execution window measures on it)."""
+        cause = self.breakers.check_fill(now_ns, fill.symbol, fill.side)
         if cause is not None:
-            self.kernel.tighten(TradingState.HALTED, fill, cause)
+            self.effects.change_trading(Cause.BREAKER, fill, cause, TradingState.HALTED)
 
     def _check_market(self, symbol: str, price: float, msg: Input) -> None:
-        kernel, breaker = self.kernel, self.market_wide
+        breaker = self.market_wide
         if breaker.resume_at is not None and msg.ts_event >= breaker.resume_at:
             breaker.resume_at = None
-            if self.state_before_market_halt is not None and kernel.state is TradingState.HALTED:
-                previous, self.state_before_market_halt = self.state_before_market_halt, None
-                kernel.change_state(previous, msg, "market-wide halt ended")
+            self.effects.change_trading(Cause.MARKET_RESUMED, msg, "market-wide halt ended")
         tripped = breaker.on_mark(symbol, price, msg.ts_event)
         if tripped is None:
             return
-        until, cause = tripped
-        if kernel.state is not TradingState.HALTED:
-            self.state_before_market_halt = kernel.state if until is not None else None
-            kernel.tighten(TradingState.HALTED, msg, cause)
-        elif until is None:
-            self.state_before_market_halt = None  # level 3: no automatic resumption
+        until, cause = tripped  # until None: level 3, no automatic resumption
+        self.effects.change_trading(Cause.MARKET_HALT if until is not None else Cause.MARKET_CLOSED, msg, cause)
 
     def _check_band(self, symbol: str, price: float, msg: Input) -> None:
-        gate = self.kernel.gate
+        gate = self.gate
         tier = gate.instrument_limit(symbol, "band_tier")
         if tier is None:
             return
@@ -112,7 +109,7 @@ class Safeguards:
             self._pause(symbol, "PRICE_BAND_PAUSE", change[0], change[1], msg)
 
     def _check_volatility(self, symbol: str, price: float, msg: Input) -> None:
-        limit = self.kernel.gate.vol_limit(symbol)
+        limit = self.gate.vol_limit(symbol)
         change = None if limit is None else self.volatility.on_mark(symbol, price, msg.ts_event, limit)
         if change is None or change[0] == (symbol in self.volatility_paused):
             return
@@ -124,7 +121,7 @@ class Safeguards:
         self._pause(symbol, "VOLATILITY_PAUSE", paused, f"volatility breaker: {cause}", msg)
 
     def _pause(self, symbol: str, reason: str, paused: bool, cause: str, msg: Input) -> None:
-        self.kernel.gate.set_paused(symbol, reason, paused)
-        self.kernel.emit(
+        self.gate.set_paused(symbol, reason, paused)
+        self.effects.emit(
             InstrumentStateChanged(ts_event=msg.ts_event, ts_init=msg.ts_init, symbol=symbol, paused=paused, cause=cause)
         )

@@ -8,15 +8,11 @@ from __future__ import annotations
 
 import random
 import zlib
-from typing import TYPE_CHECKING
-
+from foxhunt.core.effects import Host
+from foxhunt.core.orders import Order
 from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import CancelOrder, OrderType, Side, SubmitOrder, TimeInForce
 from foxhunt.messages.system import TimerFired
-
-if TYPE_CHECKING:
-    from foxhunt.core.kernel import Kernel
-    from foxhunt.core.orders import Order
 
 
 class Strategy:
@@ -52,7 +48,7 @@ class Strategy:
 class StrategyContext:
     """One per strategy. Requests are collected and handed to the kernel when the callback returns."""
 
-    def __init__(self, kernel: Kernel, strategy: Strategy) -> None:
+    def __init__(self, kernel: Host, strategy: Strategy) -> None:
         self._kernel = kernel
         self.positions = kernel.portfolio.positions  # read-only view: symbol -> Position
         self.strategy_id = strategy.strategy_id
@@ -89,7 +85,7 @@ class StrategyContext:
         the strategy's estimate (win probability, payoff per unit risked), for the Kelly cap."""
         k = self._kernel
         order_id = k.next_order_id(self.strategy_id)
-        k.requests.append(
+        k.request(
             SubmitOrder(
                 ts_event=k.ts_event,
                 ts_init=k.ts_init,
@@ -113,6 +109,6 @@ class StrategyContext:
         k = self._kernel
         order = k.orders.by_id.get(order_id)
         symbol = order.symbol if order is not None else ""  # no such order: the kernel denies the cancel
-        k.requests.append(
+        k.request(
             CancelOrder(ts_event=k.ts_event, ts_init=k.ts_init, order_id=order_id, symbol=symbol, reason=reason)
         )
