@@ -32,7 +32,7 @@ from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.journal_discard import DiscardingJournal
 from foxhunt.adapters.venue_sim import SimVenue
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk import PreTradeRisk
+from foxhunt.core.risk.gate import PreTradeRisk
 from foxhunt.messages.base import parse_fixed
 from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.loop import TradingLoop

@@ -20,7 +20,7 @@ from kernel_throughput import run_foxhunt  # the same loop, venue and journal as
 from foxhunt import config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk import PreTradeRisk
+from foxhunt.core.risk.gate import PreTradeRisk
 from foxhunt.core.strategy import Strategy, StrategyContext
 from foxhunt.messages.base import parse_fixed
 from foxhunt.messages.market import QuoteTick

@@ -16,7 +16,8 @@ import numpy as np
 
 from foxhunt import risk
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk import PreTradeRisk, RiskLimits
+from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.limits import RiskLimits
 from foxhunt.messages.base import parse_fixed
 from foxhunt.messages.market import Instrument, QuoteTick
 from foxhunt.messages.orders import OrderType, Side, SubmitOrder

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import msgspec
 
 from foxhunt.core.fixed import nanos
-from foxhunt.core.risk import RiskLimits
+from foxhunt.core.risk.limits import RiskLimits
 from foxhunt.core.strategies import StrategyParams
 from foxhunt.errors import ConfigError
 from foxhunt.messages.market import Instrument

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk import PreTradeRisk, RiskLimits
+from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.limits import RiskLimits
 from foxhunt.core.strategy import Strategy
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.market import Instrument, QuoteTick

@@ -27,7 +27,7 @@ from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.journal_discard import DiscardingJournal
 from foxhunt.adapters.venue_sim import SimVenue
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk import PreTradeRisk
+from foxhunt.core.risk.gate import PreTradeRisk
 from foxhunt.core.strategy import Strategy
 from foxhunt.messages import codec
 from foxhunt.messages.base import parse_fixed

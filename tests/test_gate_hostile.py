@@ -16,10 +16,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from foxhunt.core import risk_checks as rc
 from foxhunt.core.kernel import Kernel
 from foxhunt.core.orders import OrderStatus
-from foxhunt.core.risk import PreTradeRisk, RiskLimits
+from foxhunt.core.risk import checks as rc
+from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.limits import RiskLimits
 from foxhunt.core.strategy import Strategy
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.market import QuoteTick

@@ -261,7 +261,8 @@ def test_a_strategy_that_never_stops_asking_is_stopped():
 
 def test_same_inputs_give_byte_identical_outputs():
     from foxhunt.adapters.feeds.synthetic import SyntheticFeed
-    from foxhunt.core.risk import PreTradeRisk, RiskLimits
+    from foxhunt.core.risk.gate import PreTradeRisk
+    from foxhunt.core.risk.limits import RiskLimits
     from foxhunt.core.strategies import StrategyParams, build_strategy
     from tests.fakes import INSTRUMENTS, Clock
 
@@ -311,8 +312,9 @@ def test_a_limit_changed_by_an_operator_applies_from_that_point_and_a_bad_one_is
 
 
 def test_equity_breakers_trip_once_and_wait_for_the_next_day_after_an_operator_resumes():
-    from foxhunt.core.breakers import DAY_NS
-    from foxhunt.core.risk import PreTradeRisk, RiskLimits
+    from foxhunt.core.risk.breakers import DAY_NS
+    from foxhunt.core.risk.gate import PreTradeRisk
+    from foxhunt.core.risk.limits import RiskLimits
     from foxhunt.messages.orders import OrderFilled
     from tests.fakes import INSTRUMENTS
 
@@ -333,7 +335,8 @@ def test_equity_breakers_trip_once_and_wait_for_the_next_day_after_an_operator_r
 
 
 def test_repeated_executions_halt_trading():
-    from foxhunt.core.risk import PreTradeRisk, RiskLimits
+    from foxhunt.core.risk.gate import PreTradeRisk
+    from foxhunt.core.risk.limits import RiskLimits
     from foxhunt.messages.orders import OrderPartiallyFilled
     from tests.fakes import INSTRUMENTS
 
@@ -352,7 +355,8 @@ def test_repeated_executions_halt_trading():
 
 
 def test_a_breaker_halt_is_the_kill_switch_and_cancels_working_orders():
-    from foxhunt.core.risk import PreTradeRisk, RiskLimits
+    from foxhunt.core.risk.gate import PreTradeRisk
+    from foxhunt.core.risk.limits import RiskLimits
     from foxhunt.messages.orders import OrderPartiallyFilled
     from tests.fakes import INSTRUMENTS
 
@@ -368,7 +372,8 @@ def test_a_breaker_halt_is_the_kill_switch_and_cancels_working_orders():
 
 
 def test_the_volatility_breaker_pauses_an_instrument_and_resumes_it_when_calm():
-    from foxhunt.core.risk import PreTradeRisk, RiskLimits
+    from foxhunt.core.risk.gate import PreTradeRisk
+    from foxhunt.core.risk.limits import RiskLimits
     from foxhunt.messages.system import InstrumentStateChanged
     from tests.fakes import INSTRUMENTS
 
@@ -393,7 +398,8 @@ def test_the_volatility_breaker_pauses_an_instrument_and_resumes_it_when_calm():
 
 
 def test_market_wide_halts_by_level_and_resume_by_themselves_only_below_level_three():
-    from foxhunt.core.risk import PreTradeRisk, RiskLimits
+    from foxhunt.core.risk.gate import PreTradeRisk
+    from foxhunt.core.risk.limits import RiskLimits
     from foxhunt.messages.market import Instrument
 
     instruments = {"SPX": Instrument(symbol="SPX", tick_size=d("0.01"), lot_size=d("1"), currency="USD")}
@@ -427,7 +433,8 @@ def test_a_market_index_that_is_not_an_instrument_is_a_config_error():
 
 
 def test_price_bands_deny_orders_outside_and_pause_an_instrument_that_stays_outside():
-    from foxhunt.core.risk import PreTradeRisk, RiskLimits
+    from foxhunt.core.risk.gate import PreTradeRisk
+    from foxhunt.core.risk.limits import RiskLimits
     from foxhunt.messages.market import Instrument
 
     instruments = {"ACME": Instrument(symbol="ACME", tick_size=d("0.01"), lot_size=d("1"), currency="USD")}

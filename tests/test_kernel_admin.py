@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import msgspec
 
-from foxhunt.core.risk import RiskLimits
+from foxhunt.core.risk.limits import RiskLimits
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.orders import CancelOrder, OrderFilled, OrderSubmitted, Side, SubmitOrder
 from foxhunt.messages.system import (

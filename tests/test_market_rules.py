@@ -11,8 +11,9 @@ import pytest
 
 from foxhunt import risk
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.market_rules import NEW_YORK, ExchangeClock
-from foxhunt.core.risk import InstrumentRisk, PreTradeRisk, RiskLimits
+from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.limits import InstrumentRisk, RiskLimits
+from foxhunt.core.risk.market_rules import NEW_YORK, ExchangeClock
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.market import Instrument, QuoteTick
 from foxhunt.messages.orders import OrderType, Side, SubmitOrder

@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from foxhunt.core import risk_checks as rc
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk import InstrumentRisk, PreTradeRisk, RiskLimits
+from foxhunt.core.risk import checks as rc
+from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.limits import InstrumentRisk, RiskLimits
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.orders import OrderAccepted, OrderType, ReplaceOrder, Side, SubmitOrder
 from foxhunt.messages.system import TradingState
@@ -278,7 +279,8 @@ def flows(draw):
 @settings(max_examples=1500, deadline=None)
 @given(flows())
 def test_the_flow_checks_agree_with_their_plain_python_twin(case):
-    from foxhunt.core.risk import RiskLimits, flow_state
+    from foxhunt.core.risk.gate import flow_state
+    from foxhunt.core.risk.limits import RiskLimits
 
     limits, actions = case
     ms = 1_000_000

@@ -9,8 +9,9 @@ import pytest
 
 from foxhunt import risk
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk import PreTradeRisk, RiskLimits
-from foxhunt.core.risk_var import BookVar
+from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.limits import RiskLimits
+from foxhunt.core.risk.var import BookVar
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.orders import OrderType, Side, SubmitOrder
 from tests.fakes import INSTRUMENTS, quote

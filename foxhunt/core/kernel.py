@@ -16,8 +16,8 @@ import msgspec
 from foxhunt.core.operator import Operator
 from foxhunt.core.orders import Order, Orders, booked, duplicate, refusal
 from foxhunt.core.portfolio import Portfolio, Position
-from foxhunt.core.risk import PreTradeRisk, reference_price
-from foxhunt.core.safeguards import Safeguards
+from foxhunt.core.risk.gate import PreTradeRisk, reference_price
+from foxhunt.core.risk.safeguards import Safeguards
 from foxhunt.core.step import Step
 from foxhunt.core.strategy import Strategy, StrategyContext
 from foxhunt.core.trading_state import Cause, TradingStates

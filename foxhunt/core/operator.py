@@ -13,10 +13,11 @@ from typing import Protocol
 
 import msgspec
 
-from foxhunt.core.breakers import Breakers
 from foxhunt.core.effects import Effects, KernelView
 from foxhunt.core.orders import Order
-from foxhunt.core.risk import PreTradeRisk, RiskLimits
+from foxhunt.core.risk.breakers import Breakers
+from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.limits import RiskLimits
 from foxhunt.core.trading_state import Cause
 from foxhunt.messages.orders import OrderType, Side, SubmitOrder, TimeInForce
 from foxhunt.messages.system import (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import zlib
+
 from foxhunt.core.effects import Host
 from foxhunt.core.orders import Order
 from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick

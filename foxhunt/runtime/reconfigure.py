@@ -14,7 +14,7 @@ import msgspec
 from foxhunt import config
 from foxhunt.config import TradingConfig
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk import RiskLimits
+from foxhunt.core.risk.limits import RiskLimits
 from foxhunt.errors import ConfigError, JournalArchived
 from foxhunt.messages.system import ConfigReloaded
 from foxhunt.ports import JournalStore

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from foxhunt.config import TradingConfig, trading_from_json
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk import PreTradeRisk
+from foxhunt.core.risk.gate import PreTradeRisk
 from foxhunt.core.strategies import build_strategy
 from foxhunt.errors import ConfigError, JournalArchived, JournalMismatch
 from foxhunt.messages.system import RunStarted

@@ -17,7 +17,7 @@ line here. Two kinds of object need help, both given here rather than in the cor
 - classes compiled by mypyc can be created only through their `__init__`, so they are pickled as a call
   of the class with the arguments below (`_ARGUMENTS`, or every field of a dataclass), their attributes
   set afterwards;
-- the risk engine's compiled check and views are made again when it is unpickled (core/risk.py).
+- the risk engine's compiled check and views are made again when it is unpickled (core/risk/gate.py).
 Pickle runs code that the data names, so a snapshot is read only from the journal's own database: whoever
 can write there can forge orders into the journal as well.
 """

@@ -1,8 +1,8 @@
 """Risk mathematics as numba kernels over arrays: value at risk, expected shortfall, Kelly sizing.
 
 Kernels are the `*_nb` functions: plain Python, compiled with explicit signatures by `kernels()` on
-first use (never at import, so importing foxhunt builds nothing), never raising; `foxhunt.risk` wraps
-them with the checks that make their numbers meaningful. Conventions: returns are simple returns, losses
+first use (never at import, so importing foxhunt builds nothing), never raising; core/risk/analytics.py
+(public as `foxhunt.risk`) wraps them with the checks that make their numbers meaningful. Conventions: returns are simple returns, losses
 are positive numbers, confidence is the probability of not losing more than the VaR.
 """
 

@@ -1,5 +1,5 @@
 """Market rules as their texts write them: rulebooks, exchange time, the LULD bands and the market-wide
-circuit breakers. Pure functions and one small clock; the breakers (core/breakers.py) apply them.
+circuit breakers. Pure functions and one small clock; the breakers (core/risk/breakers.py) apply them.
 
 Two rulebooks; each instrument names the one that applies to it (`[risk] rulebook`, per instrument under
 `[risk.instruments.X]`):

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections import deque
 
 from foxhunt.core.fixed import nanos
-from foxhunt.core.market_rules import (
+from foxhunt.core.risk.limits import RiskLimits, effective
+from foxhunt.core.risk.market_rules import (
     NEW_YORK,
     ExchangeClock,
     SessionCloses,
@@ -25,7 +26,6 @@ from foxhunt.core.market_rules import (
     mwcb_halt,
     plan_band,
 )
-from foxhunt.core.risk import RiskLimits, effective
 from foxhunt.messages.base import format_fixed
 from foxhunt.messages.orders import Side
 from foxhunt.messages.system import TradingState
@@ -115,7 +115,7 @@ class VolatilityBreaker:
 
 class MarketWideBreaker:
     """Halts all trading on a decline of the reference index (`market_index`), under its rulebook
-    (core/market_rules.py).
+    (core/risk/market_rules.py).
 
     - us_equities, as NYSE Rule 7.12 and FINRA Rule 6121 write it: the decline from the index's previous
       close (the data's, else its configured `prior_close`), in the regular session, New York time. Level 1
@@ -188,7 +188,7 @@ class MarketWideBreaker:
 
 class PriceBandBreaker:
     """Price bands by tier around the mean mid of the last `band_reference_minutes`, under the
-    instrument's rulebook (core/market_rules.py): us_equities, the LULD Plan's bands in the regular session
+    instrument's rulebook (core/risk/market_rules.py): us_equities, the LULD Plan's bands in the regular session
     (none outside it), the percentage from the previous close (the data's, else the configured
     `prior_close`), doubled from 3:35 p.m. New York time for Tier 1 and Tier 2 at $3.00 or less;
     around_the_clock, the percentage from the reference, doubled near both ends of the day in a fixed UTC

@@ -2,18 +2,18 @@
 effects (core/effects.py): the equity breakers and the repeated-execution throttle (trading state), the
 market-wide halt, and the volatility and price-band pauses of single instruments, plus the portfolio
 gate's return sampling. The kernel calls `on_mark` after every accepted mark (only while any of them is
-configured: `active`) and `on_fill` after every fill; the rules themselves are in core/breakers.py and
-core/risk_var.py, and what each does to the trading state in core/trading_state.py.
+configured: `active`) and `on_fill` after every fill; the rules themselves are in core/risk/breakers.py and
+core/risk/var.py, and what each does to the trading state in core/trading_state.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from foxhunt.core.breakers import Breakers, MarketWideBreaker, PriceBandBreaker, VolatilityBreaker
 from foxhunt.core.effects import Effects
 from foxhunt.core.portfolio import Portfolio
-from foxhunt.core.risk import PreTradeRisk
+from foxhunt.core.risk.breakers import Breakers, MarketWideBreaker, PriceBandBreaker, VolatilityBreaker
+from foxhunt.core.risk.gate import PreTradeRisk
 from foxhunt.core.trading_state import Cause
 from foxhunt.messages.base import Input
 from foxhunt.messages.market import Instrument
@@ -34,7 +34,7 @@ class Safeguards:
         self.active = False
 
     def digest_state(self) -> object:
-        """The breakers' state for the kernel's digest (core/breakers.py): each is a number, a list or a
+        """The breakers' state for the kernel's digest (core/risk/breakers.py): each is a number, a list or a
         dict of them, kept in input order or sorted here."""
         b, v, m, p = self.breakers, self.volatility, self.market_wide, self.price_bands
         fills = sorted([symbol, side.value, list(times)] for (symbol, side), times in b.fills.items())
