@@ -39,8 +39,8 @@ from pathlib import Path
 import anyio
 import quickfix as fix
 
-from foxhunt.adapters.fix.session import GIL_SWITCH_S, FixEngine, bundled_fix44, settings_text
-from foxhunt.adapters.fix.venue import FixVenue
+from foxhunt.adapters.venues.fix.session import GIL_SWITCH_S, FixEngine, bundled_fix44, settings_text
+from foxhunt.adapters.venues.fix.venue import FixVenue
 from foxhunt.core.orders import Order, Orders
 from foxhunt.messages.base import Input, parse_fixed
 from foxhunt.messages.orders import OrderAccepted, OrderSubmitted, OrderType, Side, SubmitOrder

@@ -24,7 +24,7 @@ from pathlib import Path
 import anyio
 from ib_async import IB, Forex, LimitOrder
 
-from foxhunt.adapters.ib.venue import IbContract, IbVenue
+from foxhunt.adapters.venues.ib.venue import IbContract, IbVenue
 from foxhunt.core.orders import Order, Orders
 from foxhunt.messages.base import Input, parse_fixed
 from foxhunt.messages.market import Instrument

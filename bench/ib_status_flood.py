@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from foxhunt.adapters.ib import venue as ib_venue
+from foxhunt.adapters.venues.ib import venue as ib_venue
 from foxhunt.messages.orders import OrderAccepted, OrderFilled, OrderType
 from tests.test_ib_venue import Harness
 from tests.tws_server import TwsServer

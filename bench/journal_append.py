@@ -21,10 +21,10 @@ import psycopg
 from psycopg.adapt import PyFormat
 
 from foxhunt import bootstrap, config
-from foxhunt.adapters import journal_pg_partitions as partitions
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
-from foxhunt.adapters.journal_pg_writer import _COPY_IN, WriterPolicy
-from foxhunt.adapters.journal_postgres import PostgresJournalStore
+from foxhunt.adapters.journal import pg_partitions as partitions
+from foxhunt.adapters.journal.pg_writer import _COPY_IN, WriterPolicy
+from foxhunt.adapters.journal.postgres import PostgresJournalStore
 from foxhunt.messages import codec
 from foxhunt.messages.base import parse_fixed
 from foxhunt.runtime.clock import EventClock

@@ -25,8 +25,8 @@ import psycopg
 
 from foxhunt import bootstrap, config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
-from foxhunt.adapters.journal_postgres import PostgresJournalStore
-from foxhunt.adapters.venue_sim import SimVenue
+from foxhunt.adapters.journal.postgres import PostgresJournalStore
+from foxhunt.adapters.venues.sim import SimVenue
 from foxhunt.messages.base import parse_fixed
 from foxhunt.messages.orders import OrderSubmitted
 from foxhunt.runtime.clock import WallClock

@@ -29,8 +29,8 @@ import msgspec
 
 from foxhunt import compiled, config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
-from foxhunt.adapters.journal_discard import DiscardingJournal
-from foxhunt.adapters.venue_sim import SimVenue
+from foxhunt.adapters.journal.discard import DiscardingJournal
+from foxhunt.adapters.venues.sim import SimVenue
 from foxhunt.core.kernel import Kernel
 from foxhunt.core.risk.gate import PreTradeRisk
 from foxhunt.messages.base import parse_fixed

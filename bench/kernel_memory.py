@@ -18,8 +18,8 @@ import anyio
 
 from foxhunt import compiled, config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
-from foxhunt.adapters.journal_discard import DiscardingJournal
-from foxhunt.adapters.venue_sim import SimVenue
+from foxhunt.adapters.journal.discard import DiscardingJournal
+from foxhunt.adapters.venues.sim import SimVenue
 from foxhunt.messages.base import parse_fixed
 from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.loop import TradingLoop

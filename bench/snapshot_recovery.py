@@ -21,7 +21,7 @@ import anyio
 
 from foxhunt import compiled, config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
-from foxhunt.adapters.journal_memory import MemoryJournalStore
+from foxhunt.adapters.journal.memory import MemoryJournalStore
 from foxhunt.bootstrap import paper_operations
 from foxhunt.messages.base import parse_fixed
 from foxhunt.runtime import replay, snapshots

@@ -23,8 +23,8 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from foxhunt import config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
-from foxhunt.adapters.journal_discard import DiscardingJournal
-from foxhunt.adapters.venue_sim import SimVenue
+from foxhunt.adapters.journal.discard import DiscardingJournal
+from foxhunt.adapters.venues.sim import SimVenue
 from foxhunt.messages.base import parse_fixed
 from foxhunt.observability.telemetry import Telemetry
 from foxhunt.runtime.clock import EventClock

@@ -12,15 +12,15 @@ import msgspec
 import structlog
 
 import foxhunt
-from foxhunt.adapters import journal_pg_partitions as partitions
-from foxhunt.adapters.journal_discard import DiscardingJournal
-from foxhunt.adapters.journal_pg_writer import WriterPolicy
-from foxhunt.adapters.journal_postgres import PostgresJournalStore
-from foxhunt.adapters.pg import migrate
-from foxhunt.adapters.pg_embedded import EmbeddedCluster
+from foxhunt.adapters.journal import pg_partitions as partitions
+from foxhunt.adapters.journal.discard import DiscardingJournal
+from foxhunt.adapters.journal.pg import migrate
+from foxhunt.adapters.journal.pg_embedded import EmbeddedCluster
+from foxhunt.adapters.journal.pg_writer import WriterPolicy
+from foxhunt.adapters.journal.postgres import PostgresJournalStore
 from foxhunt.adapters.systemd import Notifier
-from foxhunt.adapters.venue_sim import SimVenue
-from foxhunt.adapters.venue_wire_log import WireLoggedVenue
+from foxhunt.adapters.venues.sim import SimVenue
+from foxhunt.adapters.venues.wire_log import WireLoggedVenue
 from foxhunt.admin.server import Access, ServerPolicy
 from foxhunt.config import Config, TradingConfig
 from foxhunt.core.kernel import BEHAVIOUR, Kernel
@@ -88,8 +88,8 @@ def fix_venue(cfg: Config) -> VenueFactory:
     """The FIX 4.4 venue of `[fix]`: its quickfix settings file written under the state directory, beside
     the message store (sequence numbers across restarts) and the message log. quickfix is imported here,
     only when a FIX venue is configured."""
-    from foxhunt.adapters.fix.session import FixEngine, bundled_fix44, settings_text
-    from foxhunt.adapters.fix.venue import FixVenue
+    from foxhunt.adapters.venues.fix.session import FixEngine, bundled_fix44, settings_text
+    from foxhunt.adapters.venues.fix.venue import FixVenue
 
     f = cfg.fix
     if not f.port:
@@ -126,7 +126,7 @@ def ib_venue(cfg: Config) -> VenueFactory:
     """The Interactive Brokers venue of `[ib]`, through ib_async (imported here, only when configured)."""
     from ib_async import IB
 
-    from foxhunt.adapters.ib.venue import IbContract, IbVenue
+    from foxhunt.adapters.venues.ib.venue import IbContract, IbVenue
 
     c = cfg.ib
     if not c.port:

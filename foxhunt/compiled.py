@@ -41,10 +41,10 @@ MODULES = (
     "foxhunt.core.portfolio",
     "foxhunt.core.strategies.ema_cross",
     "foxhunt.core.strategies.zscore",
-    "foxhunt.adapters.venue_sim",
-    "foxhunt.adapters.fix.parsing",
+    "foxhunt.adapters.venues.sim",
+    "foxhunt.adapters.venues.fix.parsing",
     "foxhunt.adapters.feeds.csv_feed",
-    "foxhunt.adapters.pg_copy",
+    "foxhunt.adapters.journal.pg_copy",
     "foxhunt.messages.fixed_point",
     "foxhunt.runtime.loop",
 )

@@ -180,7 +180,7 @@ class TelemetryConfig(_Section, frozen=True, kw_only=True):
 
 
 class SimVenueConfig(_Section, frozen=True, kw_only=True):
-    """[venue]: the simulated venue (adapters/venue_sim.py), for paper trading and backtests."""
+    """[venue]: the simulated venue (adapters/venues/sim.py), for paper trading and backtests."""
 
     name: str = "SIM"
     latency_ns: int = 0

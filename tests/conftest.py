@@ -12,8 +12,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from foxhunt.adapters.pg import migrate
-from foxhunt.adapters.pg_embedded import EmbeddedCluster
+from foxhunt.adapters.journal.pg import migrate
+from foxhunt.adapters.journal.pg_embedded import EmbeddedCluster
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"

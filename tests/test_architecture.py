@@ -34,8 +34,8 @@ def test_a_forbidden_import_breaks_them(tmp_path):
     kernel = tmp_path / "foxhunt" / "core" / "kernel.py"
     kernel.write_text(kernel.read_text() + "\nimport torch  # noqa\n")
     config = tmp_path / "foxhunt" / "config.py"
-    config.write_text(config.read_text() + "\nimport foxhunt.adapters.venue_sim  # noqa\n")
+    config.write_text(config.read_text() + "\nimport foxhunt.adapters.venues.sim  # noqa\n")
     done = lint(tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "foxhunt.core.kernel -> torch" in done.stdout
-    assert "foxhunt.config -> foxhunt.adapters.venue_sim" in done.stdout
+    assert "foxhunt.config -> foxhunt.adapters.venues.sim" in done.stdout

@@ -24,8 +24,8 @@ import hashlib, json, sys
 import anyio, msgspec
 from foxhunt import compiled, config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
-from foxhunt.adapters.journal_discard import DiscardingJournal
-from foxhunt.adapters.venue_sim import SimVenue
+from foxhunt.adapters.journal.discard import DiscardingJournal
+from foxhunt.adapters.venues.sim import SimVenue
 from foxhunt.core.kernel import Kernel
 from foxhunt.core.risk.gate import PreTradeRisk
 from foxhunt.core.strategy import Strategy

@@ -13,8 +13,8 @@ import anyio
 import psycopg
 import pytest
 
-from foxhunt.adapters.journal_pg_writer import WriterPolicy
-from foxhunt.adapters.journal_postgres import PostgresJournalStore
+from foxhunt.adapters.journal.pg_writer import WriterPolicy
+from foxhunt.adapters.journal.postgres import PostgresJournalStore
 from tests.fakes import quote
 
 pytestmark = [pytest.mark.postgres, pytest.mark.faults]
@@ -130,9 +130,9 @@ async def test_a_write_stalled_past_its_timeout_many_times_over_loses_nothing_an
     and holding the journal's advisory lock; the new session waited for it (its own pid) and gave up, and the
     writer died with what it held. Now the writer ends its abandoned session and tries again, as often as
     it takes."""
-    from foxhunt.adapters import journal_pg_writer
+    from foxhunt.adapters.journal import pg_writer
 
-    monkeypatch.setattr(journal_pg_writer, "DEAD_HOLDER_WAIT", 1.0)  # the wait that ran out, made short
+    monkeypatch.setattr(pg_writer, "DEAD_HOLDER_WAIT", 1.0)  # the wait that ran out, made short
     policy = WriterPolicy(batch_max=50, queue_max=500, stall_after=0.2, write_timeout=0.5, backoff_max=0.2)
     async with stalled_writer(pg_dsn, journal_name, policy, 100) as (_, health):
         await anyio.sleep(4.0)  # eight write timeouts, and four times the wait for the lock's holder
@@ -150,7 +150,7 @@ async def test_a_write_stalled_past_its_timeout_many_times_over_loses_nothing_an
 async def test_a_restart_waits_for_a_killed_writers_lingering_session_but_not_for_a_live_writer(
     pg_dsn, journal_name, holder_alive
 ):
-    from foxhunt.adapters.journal_pg_writer import LOCK_CLASS, _application_name
+    from foxhunt.adapters.journal.pg_writer import LOCK_CLASS, _application_name
     from foxhunt.errors import JournalLocked
 
     store = PostgresJournalStore(pg_dsn)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from foxhunt.adapters.fix import parsing
-from foxhunt.adapters.fix.parsing import FixParseError, Working
+from foxhunt.adapters.venues.fix import parsing
+from foxhunt.adapters.venues.fix.parsing import FixParseError, Working
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.orders import (
     CancelOrder,
@@ -147,7 +147,7 @@ def test_refusals_of_our_messages_by_the_session_layer():
 
 
 def test_messages_are_built_from_text_with_length_and_checksum_computed_and_no_delimiter_smuggled_in():
-    from foxhunt.adapters.fix.session import _build
+    from foxhunt.adapters.venues.fix.session import _build
 
     message = _build("D", [(11, "ema-7-1"), (55, "EURUSD"), (54, "1"), (38, "100000"), (40, "1")])
     text = message.toString()

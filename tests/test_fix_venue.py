@@ -23,9 +23,9 @@ import anyio
 import psycopg
 import pytest
 
-from foxhunt.adapters.fix import parsing
-from foxhunt.adapters.fix.session import GIL_SWITCH_S, FixEngine, bundled_fix44, settings_text
-from foxhunt.adapters.fix.venue import FixVenue
+from foxhunt.adapters.venues.fix import parsing
+from foxhunt.adapters.venues.fix.session import GIL_SWITCH_S, FixEngine, bundled_fix44, settings_text
+from foxhunt.adapters.venues.fix.venue import FixVenue
 from foxhunt.messages import codec
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.orders import (

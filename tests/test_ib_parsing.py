@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from foxhunt.adapters.ib import parsing
+from foxhunt.adapters.venues.ib import parsing
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.market import Instrument
 from foxhunt.messages.orders import OrderType, Side, SubmitOrder, TimeInForce

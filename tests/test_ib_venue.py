@@ -15,7 +15,7 @@ import anyio
 import pytest
 from ib_async import IB
 
-from foxhunt.adapters.ib.venue import IbContract, IbVenue
+from foxhunt.adapters.venues.ib.venue import IbContract, IbVenue
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.market import Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import (

@@ -8,9 +8,9 @@ import anyio
 import psycopg
 import pytest
 
-from foxhunt.adapters.journal_memory import MemoryJournalStore
-from foxhunt.adapters.journal_pg_writer import RELIEVE_EVERY, PostgresJournalWriter, WriterPolicy, group_cut
-from foxhunt.adapters.journal_postgres import PostgresJournalStore
+from foxhunt.adapters.journal.memory import MemoryJournalStore
+from foxhunt.adapters.journal.pg_writer import RELIEVE_EVERY, PostgresJournalWriter, WriterPolicy, group_cut
+from foxhunt.adapters.journal.postgres import PostgresJournalStore
 from foxhunt.errors import JournalLocked, JournalNotFound, JournalUnavailable
 from foxhunt.messages import codec
 from foxhunt.messages.orders import OrderSubmitted

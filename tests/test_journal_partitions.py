@@ -16,9 +16,9 @@ import psycopg.conninfo
 import pytest
 from psycopg import sql
 
-from foxhunt.adapters import journal_pg_partitions as partitions
-from foxhunt.adapters.journal_pg_writer import WriterPolicy
-from foxhunt.adapters.journal_postgres import PostgresJournalStore
+from foxhunt.adapters.journal import pg_partitions as partitions
+from foxhunt.adapters.journal.pg_writer import WriterPolicy
+from foxhunt.adapters.journal.postgres import PostgresJournalStore
 from foxhunt.errors import JournalArchived, JournalError
 from tests.fakes import quote
 
@@ -202,7 +202,7 @@ def last_seq(dsn: str, name: str) -> int:
 
 async def test_the_partitioning_migration_moves_an_existing_journal_intact(pg_dsn):
     """A database at migration 0002 with events in it, as a deployment had before 0003, migrated."""
-    from foxhunt.adapters.pg import migrate, migration_files
+    from foxhunt.adapters.journal.pg import migrate, migration_files
 
     name = f"premig_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(pg_dsn, autocommit=True) as admin:

@@ -1,11 +1,11 @@
-"""The journal writer's binary COPY through libpq (adapters/pg_copy.py), against the real PostgreSQL."""
+"""The journal writer's binary COPY through libpq (adapters/journal/pg_copy.py), against the real PostgreSQL."""
 
 from __future__ import annotations
 
 import psycopg
 import pytest
 
-from foxhunt.adapters.pg_copy import copy_in, format_rows
+from foxhunt.adapters.journal.pg_copy import copy_in, format_rows
 
 pytestmark = pytest.mark.postgres
 

@@ -9,8 +9,8 @@ import pytest
 
 from foxhunt import bootstrap, config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
-from foxhunt.adapters.journal_discard import DiscardingJournal
-from foxhunt.adapters.journal_memory import MemoryJournalStore
+from foxhunt.adapters.journal.discard import DiscardingJournal
+from foxhunt.adapters.journal.memory import MemoryJournalStore
 from foxhunt.bootstrap import paper_operations
 from foxhunt.core.kernel import BEHAVIOUR
 from foxhunt.errors import ConfigError, InputError, VerificationFailed
@@ -199,7 +199,7 @@ class _StillBacklogged(DiscardingJournal):
 
 
 async def test_a_journal_still_backlogged_after_relief_slows_the_loop_but_every_input_is_taken_once():
-    from foxhunt.adapters.venue_sim import SimVenue
+    from foxhunt.adapters.venues.sim import SimVenue
     from foxhunt.config import SimVenueConfig
     from foxhunt.messages.orders import Side
     from foxhunt.runtime.loop import TradingLoop

@@ -9,7 +9,7 @@ from contextlib import aclosing
 import pytest
 
 from foxhunt import config
-from foxhunt.adapters.journal_memory import MemoryJournalStore
+from foxhunt.adapters.journal.memory import MemoryJournalStore
 from foxhunt.bootstrap import paper_operations
 from foxhunt.errors import VerificationFailed
 from foxhunt.runtime import replay, snapshots

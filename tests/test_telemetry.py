@@ -10,7 +10,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from foxhunt import config
-from foxhunt.adapters.journal_memory import MemoryJournalStore
+from foxhunt.adapters.journal.memory import MemoryJournalStore
 from foxhunt.bootstrap import paper_operations
 from foxhunt.messages.orders import DuplicateFillIgnored, OrderFilled, OrderReportRefused, Side
 from foxhunt.messages.system import VenueMessageRejected

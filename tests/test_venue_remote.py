@@ -1,4 +1,4 @@
-"""A remote venue's reports on their way to the bus (adapters/venue_remote.py: Reports): at once while
+"""A remote venue's reports on their way to the bus (adapters/venues/remote.py: Reports): at once while
 the bus has room, in order always, and never dropped when it is full."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from foxhunt.adapters import recent
-from foxhunt.adapters.venue_remote import Reports
+from foxhunt.adapters.venues import recent
+from foxhunt.adapters.venues.remote import Reports
 from foxhunt.core.orders import CLOSED_KEPT
 from foxhunt.messages.system import VenueConnected
 

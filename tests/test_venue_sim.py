@@ -1,10 +1,10 @@
-"""The simulated venue's matching rules (see the docstring of foxhunt.adapters.venue_sim)."""
+"""The simulated venue's matching rules (see the docstring of foxhunt.adapters.venues.sim)."""
 
 from __future__ import annotations
 
 from decimal import Decimal
 
-from foxhunt.adapters.venue_sim import DAY_NS, SimVenue
+from foxhunt.adapters.venues.sim import DAY_NS, SimVenue
 from foxhunt.config import SimVenueConfig
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.market import Bar, PriceType

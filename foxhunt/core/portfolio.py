@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from foxhunt.messages.fixed_point import SCALE, mul
 from foxhunt.messages.orders import Side
 
-_BUY = Side.BUY  # read through its class, an Enum member costs 75 ns on Python 3.11 (adapters/venue_sim.py)
+_BUY = Side.BUY  # read through its class, an Enum member costs 75 ns on Python 3.11 (adapters/venues/sim.py)
 
 
 @dataclass(slots=True)

@@ -10,7 +10,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from foxhunt.errors import JournalError, JournalUnavailable
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parents[3] / "migrations"
 _MIGRATE_LOCK = 0x666F7868  # "foxh": serialises concurrent migrators
 
 

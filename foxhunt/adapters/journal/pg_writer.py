@@ -5,7 +5,7 @@ writes the journal, so numbers are gap-free and insert order is commit order, an
 sequence number n has seen everything before it. Its task drains the queue and writes each batch with
 one binary COPY on an autocommit connection: the COPY is its own transaction, durable when the server
 answers it, so a batch costs two round trips, not three with a COMMIT of its own; the rows are formatted
-and the COPY driven through libpq directly (adapters/pg_copy.py), the commit cycle being what every
+and the COPY driven through libpq directly (adapters/journal/pg_copy.py), the commit cycle being what every
 order's durable acknowledgement waits on. A trigger
 (migrations/0002) wakes tailing readers with one NOTIFY.
 
@@ -33,9 +33,9 @@ import psycopg
 import structlog
 from psycopg.types.json import Jsonb
 
-from foxhunt.adapters import journal_pg_partitions as partitions
-from foxhunt.adapters.pg import connect, unavailable
-from foxhunt.adapters.pg_copy import copy_in, format_rows
+from foxhunt.adapters.journal import pg_partitions as partitions
+from foxhunt.adapters.journal.pg import connect, unavailable
+from foxhunt.adapters.journal.pg_copy import copy_in, format_rows
 from foxhunt.errors import JournalError, JournalLocked, JournalUnavailable
 from foxhunt.messages import codec
 from foxhunt.messages.base import Message

@@ -42,11 +42,11 @@ import anyio.abc
 import structlog
 from anyio.streams.memory import MemoryObjectSendStream
 
-from foxhunt.adapters.fix import parsing
-from foxhunt.adapters.fix.parsing import FixParseError, Working
-from foxhunt.adapters.fix.session import FixEngine, Inbound
-from foxhunt.adapters.recent import RecentSet
-from foxhunt.adapters.venue_remote import RemoteVenue, Reports
+from foxhunt.adapters.venues.fix import parsing
+from foxhunt.adapters.venues.fix.parsing import FixParseError, Working
+from foxhunt.adapters.venues.fix.session import FixEngine, Inbound
+from foxhunt.adapters.venues.recent import RecentSet
+from foxhunt.adapters.venues.remote import RemoteVenue, Reports
 from foxhunt.core.orders import CLOSED_KEPT, Order, OrderStatus
 from foxhunt.messages.base import Input
 from foxhunt.messages.orders import (

@@ -1,6 +1,6 @@
-"""The PostgreSQL journal store: opening writers (see journal_pg_writer), listing, reading and tailing.
+"""The PostgreSQL journal store: opening writers (see pg_writer.py), listing, reading and tailing.
 
-Reads are keyset pages by sequence number, each asked for while the one before decodes (journal_pg_reader),
+Reads are keyset pages by sequence number, each asked for while the one before decodes (pg_reader.py),
 so memory stays flat however long the journal; tailing wakes on the writer's NOTIFY after each committed
 batch and reconnects, from where it was, when the database goes away.
 """
@@ -15,10 +15,10 @@ import psycopg
 import structlog
 from psycopg import sql
 
-from foxhunt.adapters import journal_pg_partitions as partitions
-from foxhunt.adapters.journal_pg_reader import PAGE_ROWS, read_pages
-from foxhunt.adapters.journal_pg_writer import NOTIFY_CHANNEL, PostgresJournalWriter, WriterPolicy
-from foxhunt.adapters.pg import connect, unavailable
+from foxhunt.adapters.journal import pg_partitions as partitions
+from foxhunt.adapters.journal.pg import connect, unavailable
+from foxhunt.adapters.journal.pg_reader import PAGE_ROWS, read_pages
+from foxhunt.adapters.journal.pg_writer import NOTIFY_CHANNEL, PostgresJournalWriter, WriterPolicy
 from foxhunt.errors import JournalNotFound, JournalUnavailable
 from foxhunt.ports import JournalInfo, JournalStore, Record, Snapshot
 

@@ -31,9 +31,9 @@ import structlog
 from anyio.streams.memory import MemoryObjectSendStream
 from ib_async import IB, Contract, Fill, Ticker, Trade
 
-from foxhunt.adapters.ib import parsing
-from foxhunt.adapters.recent import DoneOrders, RecentSet
-from foxhunt.adapters.venue_remote import RemoteVenue, Reports
+from foxhunt.adapters.venues.ib import parsing
+from foxhunt.adapters.venues.recent import DoneOrders, RecentSet
+from foxhunt.adapters.venues.remote import RemoteVenue, Reports
 from foxhunt.core.orders import Order
 from foxhunt.errors import ConfigError
 from foxhunt.messages.base import Input, format_fixed

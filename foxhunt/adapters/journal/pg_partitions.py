@@ -23,7 +23,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from foxhunt.adapters.pg import unavailable
+from foxhunt.adapters.journal.pg import unavailable
 from foxhunt.errors import JournalArchived, JournalError, JournalNotFound
 
 

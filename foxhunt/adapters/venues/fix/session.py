@@ -30,7 +30,7 @@ from pathlib import Path
 import quickfix as fix
 import structlog
 
-from foxhunt.adapters.fix import parsing
+from foxhunt.adapters.venues.fix import parsing
 
 log = structlog.get_logger("foxhunt.fix")
 
