@@ -26,11 +26,11 @@ from foxhunt.config import Config, TradingConfig
 from foxhunt.core.kernel import BEHAVIOUR, Kernel
 from foxhunt.errors import ConfigError, JournalArchived, JournalError, JournalMismatch
 from foxhunt.messages.system import TradingState
-from foxhunt.ports import Clock, JournalStore, Snapshot, Venue, VenueFactory
+from foxhunt.ports import Clock, JournalStore, Snapshot, Venue
 from foxhunt.runtime import replay, snapshots
 from foxhunt.runtime.daemon import Operations
 from foxhunt.runtime.reconfigure import kernel_config
-from foxhunt.runtime.recovery import Recovery, snapshot
+from foxhunt.runtime.recovery import Recovery, VenueFactory, snapshot
 
 if TYPE_CHECKING:
     from foxhunt.observability.telemetry import Telemetry

@@ -22,10 +22,10 @@ from typing import Any, Literal
 
 import msgspec
 
-from foxhunt.core.fixed import nanos
 from foxhunt.core.risk.limits import RiskLimits
 from foxhunt.core.strategies import StrategyParams
 from foxhunt.errors import ConfigError
+from foxhunt.messages.base import nanos
 from foxhunt.messages.market import Instrument
 
 

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import msgspec
 from anyio.streams.memory import MemoryObjectSendStream
 
 from foxhunt.messages.base import Input, Message
 from foxhunt.messages.market import MarketData
-from foxhunt.messages.orders import CancelOrder, ReplaceOrder, SubmitOrder
-
-if TYPE_CHECKING:
-    from foxhunt.config import TradingConfig
-    from foxhunt.core.kernel import Kernel
+from foxhunt.messages.orders import CancelOrder, OrderType, ReplaceOrder, Side, SubmitOrder
 
 PAGE_SIZE = 10_000
 
@@ -150,6 +146,39 @@ class Clock(Protocol):
         ...
 
 
+class OrderView(Protocol):
+    """One of the kernel's orders as a venue adapter reads it (on the loop, between inputs), to reconcile,
+    to cancel or replace it: read, never changed. The kernel's `core.orders.Order` is one; adapters see
+    only this, and read the kernel's orders by id through the function they are given."""
+
+    @property
+    def order_id(self) -> str: ...
+    @property
+    def symbol(self) -> str: ...
+    @property
+    def side(self) -> Side: ...
+    @property
+    def order_type(self) -> OrderType: ...
+    @property
+    def quantity(self) -> int: ...
+    @property
+    def price(self) -> int | None: ...
+    @property
+    def trigger_price(self) -> int | None: ...
+    @property
+    def filled_qty(self) -> int: ...
+    @property
+    def venue_order_id(self) -> str: ...
+    @property
+    def is_open(self) -> bool: ...
+    @property
+    def unacknowledged(self) -> bool: ...  # sent, and not yet acknowledged by the venue (nor answered)
+
+
+# the kernel's orders by id: the open ones and the orders.CLOSED_KEPT most recently closed
+OrderViews = Callable[[], Mapping[str, OrderView]]
+
+
 class Venue(Protocol):
     """Where approved commands go. `send` and `on_market` return the reports known at once (a simulated
     venue's); a real venue's reports arrive later, and `run` publishes them on the bus until cancelled.
@@ -174,10 +203,6 @@ class Venue(Protocol):
 
     async def run(self, bus: MemoryObjectSendStream[Input], *, task_status: Any = ...) -> None: ...
 
-
-
-# how a run gets its venue, once its kernel is built (the composition root chooses: bootstrap.py)
-VenueFactory = Callable[["Kernel", "TradingConfig", Clock], Venue]
 
 class Notifier(Protocol):
     """Who supervises the daemon (systemd's sd_notify protocol, adapters/systemd.py): told when it is

@@ -18,6 +18,7 @@ import msgspec
 
 from foxhunt.messages.base import Enum, format_fixed
 from foxhunt.messages.orders import (
+    CLOSED_KEPT,
     Fill,
     OrderAccepted,
     OrderCanceled,
@@ -145,6 +146,11 @@ class Order:
     def is_open(self) -> bool:
         return self.status in OPEN_STATUSES
 
+    @property
+    def unacknowledged(self) -> bool:
+        """Sent to the venue, and neither acknowledged nor answered yet."""
+        return self.status is S.SUBMITTED
+
     def apply(self, event: OrderEvent) -> None:
         kind = type(event)  # messages are final classes: exact types, as the transition table has them
         self.status = TRANSITIONS.get((self.status, kind)) or next_status(self.status, event)  # which raises
@@ -237,10 +243,6 @@ def refusal(order: Order | None, report: OrderEvent) -> str:
     return ""
 
 
-# Closed orders the kernel remembers, the most recently closed: enough for any late report (a fill racing
-# a cancel, a cancel reject) to find its order, while memory stays flat however long the daemon runs. A
-# report for an order forgotten since is refused as for an unknown order (Kernel._admit).
-CLOSED_KEPT = 10_000
 
 
 class Orders:

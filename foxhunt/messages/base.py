@@ -8,14 +8,21 @@ recorded value).
 from __future__ import annotations
 
 import enum
+from decimal import Decimal
 
 import msgspec
 
 from foxhunt.messages.fixed_point import SCALE, SCALE_DIGITS, format_fixed, mul, parse_fixed
 
 __all__ = [
-    "REGISTRY", "SCALE", "SCALE_DIGITS", "Derived", "Enum", "Input", "Message", "format_fixed", "mul", "parse_fixed",
+    "REGISTRY", "SCALE", "SCALE_DIGITS", "Derived", "Enum", "Input", "Message", "format_fixed", "mul", "nanos",
+    "parse_fixed",
 ]
+
+
+def nanos(value: Decimal) -> int:
+    """Exact nanos of a configured Decimal; raises ValueError for more than nine decimal places."""
+    return parse_fixed(format(value, "f"))
 
 
 class Enum(enum.Enum):

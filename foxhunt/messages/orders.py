@@ -9,6 +9,12 @@ from __future__ import annotations
 
 from foxhunt.messages.base import Derived, Enum, Input
 
+# Closed orders the kernel remembers, the most recently closed (core/orders.py, `Orders`): enough for any late
+# report (a fill racing a cancel, a cancel reject) to find its order, while memory stays flat however long the
+# daemon runs. A report for an order forgotten since is refused as for an unknown order (Kernel._admit), and
+# venue adapters remember the ids of a few more (adapters/venues/recent.py). Here because both sides read it.
+CLOSED_KEPT = 10_000
+
 
 class Side(Enum):
     BUY = "BUY"

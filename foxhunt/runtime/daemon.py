@@ -64,13 +64,13 @@ from foxhunt.messages.system import (
     RunStarted,
     RunStopped,
 )
-from foxhunt.ports import Clock, JournalStore, Notifier, Venue, VenueFactory
+from foxhunt.ports import Clock, JournalStore, Notifier, Venue
 from foxhunt.runtime.bus import Bus, BusClosed, publish_all
 from foxhunt.runtime.clock import WallClock
 from foxhunt.runtime.console import Console
 from foxhunt.runtime.loop import TradingLoop
 from foxhunt.runtime.reconfigure import journal_config, risk_reload
-from foxhunt.runtime.recovery import Recovery, recover
+from foxhunt.runtime.recovery import Recovery, VenueFactory, recover
 from foxhunt.runtime.snapshots import save_snapshot
 from foxhunt.runtime.summary import summarize
 

@@ -6,6 +6,7 @@ fresh kernel here too (`build_kernel`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 
@@ -15,8 +16,11 @@ from foxhunt.core.risk.gate import PreTradeRisk
 from foxhunt.core.strategies import build_strategy
 from foxhunt.errors import ConfigError, JournalArchived, JournalMismatch
 from foxhunt.messages.system import RunStarted
-from foxhunt.ports import JournalStore, Snapshot
+from foxhunt.ports import Clock, JournalStore, Snapshot, Venue
 from foxhunt.runtime import snapshots
+
+# how a run gets its venue, once its kernel is built (the composition root chooses: bootstrap.py)
+VenueFactory = Callable[[Kernel, TradingConfig, Clock], Venue]
 
 
 def build_kernel(trading: TradingConfig) -> Kernel:

@@ -23,11 +23,11 @@ from foxhunt.core.kernel import BEHAVIOUR, Kernel
 from foxhunt.errors import VerificationFailed
 from foxhunt.messages import codec
 from foxhunt.messages.system import RunStarted, VenueConnected, VenueDisconnected, VenueMessageRejected
-from foxhunt.ports import JournalStore, JournalWriter, Record, Snapshot, VenueFactory
+from foxhunt.ports import JournalStore, JournalWriter, Record, Snapshot
 from foxhunt.runtime import snapshots
 from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.loop import TradingLoop
-from foxhunt.runtime.recovery import build_kernel, refuse_if_ingested
+from foxhunt.runtime.recovery import VenueFactory, build_kernel, refuse_if_ingested
 from foxhunt.runtime.summary import summarize
 
 # what the recorded venue said, which a backtest's simulated venue says for itself

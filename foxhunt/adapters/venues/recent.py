@@ -6,9 +6,9 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from foxhunt.core.orders import CLOSED_KEPT
+from foxhunt.messages.orders import CLOSED_KEPT
 
-# More than the closed orders the kernel remembers (core/orders.py, CLOSED_KEPT): a report for an order the
+# More than the closed orders the kernel remembers (messages/orders.py, CLOSED_KEPT): a report for an order the
 # kernel forgot is ignored for that reason before an adapter looks here.
 KEPT = 100_000
 

@@ -29,8 +29,7 @@ from typing import Protocol, cast
 import anyio
 import msgspec
 
-from foxhunt.core.fixed import nanos
-from foxhunt.messages.base import Input
+from foxhunt.messages.base import Input, nanos
 from foxhunt.messages.fixed_point import SCALE, mul
 from foxhunt.messages.market import Bar, Instrument, MarketData, PriceType, QuoteTick
 from foxhunt.messages.orders import (

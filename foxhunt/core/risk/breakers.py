@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections import deque
 
-from foxhunt.core.fixed import nanos
 from foxhunt.core.risk.limits import RiskLimits, effective
 from foxhunt.core.risk.market_rules import (
     NEW_YORK,
@@ -26,7 +25,7 @@ from foxhunt.core.risk.market_rules import (
     mwcb_halt,
     plan_band,
 )
-from foxhunt.messages.base import format_fixed
+from foxhunt.messages.base import format_fixed, nanos
 from foxhunt.messages.orders import Side
 from foxhunt.messages.system import TradingState
 

@@ -44,12 +44,11 @@ import msgspec
 import numpy as np
 
 from foxhunt.core.effects import KernelView
-from foxhunt.core.fixed import nanos
 from foxhunt.core.orders import Order
 from foxhunt.core.risk import checks as rc
 from foxhunt.core.risk.limits import OPEN_QTY_MAX, QTY_MAX, RiskLimits, effective
 from foxhunt.core.risk.var import BookVar
-from foxhunt.messages.base import SCALE, format_fixed
+from foxhunt.messages.base import SCALE, format_fixed, nanos
 from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import OrderType, ReplaceOrder, Side, SubmitOrder, TimeInForce
 from foxhunt.messages.system import TradingState

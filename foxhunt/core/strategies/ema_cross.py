@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from foxhunt.core.fixed import nanos
 from foxhunt.core.strategies.params import EmaCrossParams
 from foxhunt.core.strategy import Strategy, StrategyContext
+from foxhunt.messages.base import nanos
 from foxhunt.messages.market import Bar, QuoteTick
 from foxhunt.messages.orders import OrderType, Side, TimeInForce
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from foxhunt.core.fixed import nanos
 from foxhunt.core.strategies.params import ZScoreParams
 from foxhunt.core.strategy import Strategy, StrategyContext
+from foxhunt.messages.base import nanos
 from foxhunt.messages.market import Bar, QuoteTick
 from foxhunt.messages.orders import OrderType, Side, TimeInForce
 

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
+from foxhunt.adapters.venues.reconcile import Seen, State
 from foxhunt.messages.base import Input
 from foxhunt.messages.fixed_point import format_fixed, parse_fixed, within_int64
 from foxhunt.messages.orders import (
@@ -62,6 +63,15 @@ EXEC_TYPES = {
     "0": "accepted", "F": "trade", "4": "canceled", "5": "replaced", "8": "rejected", "C": "expired",
     "I": "status", "A": None, "6": None, "E": None, "D": None, "3": None,
 }
+
+# what an OrdStatus(39) says of an order, for reconciliation (FIX 4.4, OrdStatus): New, Partially filled,
+# Replaced, Pending cancel and Pending replace are acknowledged and working; Filled, Canceled, Expired and
+# Rejected are ends; any other (Pending new, Done for day, Suspended, ...) is acted on by its quantities only
+ORD_STATUSES: dict[str, State] = {
+    "0": "working", "1": "working", "5": "working", "6": "working", "E": "working",
+    "2": "filled", "4": "canceled", "C": "expired", "8": "rejected",
+}
+
 ORD_REJ_REASONS = {
     "0": "broker option", "1": "unknown symbol", "2": "exchange closed", "3": "order exceeds limit",
     "4": "too late to enter", "5": "unknown order", "6": "duplicate order", "11": "unsupported order characteristic",
@@ -212,6 +222,19 @@ def _text(f: dict[int, str], code_tag: int, codes: dict[str, str]) -> str:
     if f.get(TEXT):
         parts.append(f[TEXT])
     return ": ".join(parts) or "no reason given"
+
+
+def order_status(f: dict[int, str]) -> Seen:
+    """What an order status (ExecType I) says of one of our orders, for reconciliation (reconcile.py)."""
+    return Seen(
+        state=ORD_STATUSES.get(f.get(ORD_STATUS, ""), "other"),
+        venue_order_id=f.get(ORDER_ID, ""),
+        quantity=_qty(f, ORDER_QTY) if ORDER_QTY in f else None,
+        price=_qty(f, PRICE) if PRICE in f else None,
+        cum_qty=_qty(f, CUM_QTY) if CUM_QTY in f else None,
+        avg_price=_qty(f, AVG_PX) if AVG_PX in f else 0,
+        text=f.get(TEXT, "rejected at the venue"),
+    )
 
 
 def execution_report(f: dict[int, str], ts: int) -> Input | None:

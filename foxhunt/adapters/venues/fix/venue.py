@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import anyio
 import anyio.abc
@@ -46,18 +46,16 @@ from foxhunt.adapters.venues.fix import parsing
 from foxhunt.adapters.venues.fix.parsing import FixParseError, Working
 from foxhunt.adapters.venues.fix.session import FixEngine, Inbound
 from foxhunt.adapters.venues.recent import RecentSet
+from foxhunt.adapters.venues.reconcile import reconcile
 from foxhunt.adapters.venues.remote import RemoteVenue, Reports
-from foxhunt.core.orders import CLOSED_KEPT, Order, OrderStatus
 from foxhunt.messages.base import Input
 from foxhunt.messages.orders import (
+    CLOSED_KEPT,
     CancelOrder,
-    OrderAccepted,
     OrderCanceled,
     OrderExpired,
     OrderFilled,
-    OrderPartiallyFilled,
     OrderRejected,
-    OrderReplaced,
     ReplaceOrder,
     SubmitOrder,
 )
@@ -69,20 +67,18 @@ from foxhunt.messages.system import (
     VenueMessageRejected,
     VenueSessionEvent,
 )
+from foxhunt.ports import OrderView, OrderViews
 
 log = structlog.get_logger("foxhunt.fix")
 
 TERMINAL = (OrderFilled, OrderCanceled, OrderRejected, OrderExpired)
-# OrdStatus(39) values that say the venue has acknowledged an order that is still working: New, Partially
-# filled, Replaced, Pending cancel, Pending replace (FIX 4.4, OrdStatus)
-ACKNOWLEDGED = frozenset({"0", "1", "5", "6", "E"})
 # what foxhunt's own session messages are journaled as (session.py, _JOURNALED_ADMIN)
 SENT_ADMIN = {"2": "resend_request_sent", "4": "sequence_reset_sent", "5": "logout_sent"}
 
 
 class FixVenue(RemoteVenue):
     def __init__(
-        self, name: str, engine: FixEngine, orders: Callable[[], dict[str, Order]], account: str = "",
+        self, name: str, engine: FixEngine, orders: OrderViews, account: str = "",
         reconcile_timeout: float = 10.0, cancel_on_reconnect: bool = False, mass_status: bool = False,
         ack_timeout: float = 10.0, on_rejected_execution: TradingState | None = TradingState.HALTED,
         now: Callable[[], int] = time.time_ns,
@@ -217,12 +213,12 @@ class FixVenue(RemoteVenue):
         asyncio.get_running_loop().call_later(self.reconcile_timeout, self._reconcile_deadline, waiting)
         return out
 
-    def _ask_status(self, orders: dict[str, Order]) -> None:
+    def _ask_status(self, orders: Mapping[str, OrderView]) -> None:
         for order_id, order in orders.items():
             self.engine.send("H", parsing.status_request(self.cl_ord_ids.get(order_id, order_id),
                                                          order.symbol, order.side, order.venue_order_id))
 
-    def _mass_status(self, order: Order | None, f: dict[int, str], ts: int, raw: str) -> list[Input]:
+    def _mass_status(self, order: OrderView | None, f: dict[int, str], ts: int, raw: str) -> list[Input]:
         """One report of the answer to our OrderMassStatusRequest. After the last, the working orders it
         did not list (a counterparty lists what it has working) are asked about one by one."""
         if f[parsing.MASS_STATUS_REQ_ID] != self._mass_status_id:
@@ -295,10 +291,10 @@ class FixVenue(RemoteVenue):
             now, orders = time.monotonic(), self.orders()
             for order_id, sent in list(self._unacknowledged.items()):
                 order = orders.get(order_id)
-                if order is not None and order.status is OrderStatus.SUBMITTED and now - sent < self.ack_timeout:
+                if order is not None and order.unacknowledged and now - sent < self.ack_timeout:
                     continue  # still in time
                 del self._unacknowledged[order_id]
-                if order is not None and order.status is OrderStatus.SUBMITTED and self.connected:
+                if order is not None and order.unacknowledged and self.connected:
                     self.reports.emit(self._session(self.now(), event="status_requested",
                                                     detail=f"no acknowledgement of {order_id} within "
                                                            f"{self.ack_timeout} s"))
@@ -388,54 +384,15 @@ class FixVenue(RemoteVenue):
                         or [self._ignored(ts, why, raw)])
         return [self._ignored(ts, f"unexpected message type {parsed.msg_type!r}", raw)]
 
-    def _status(self, order: Order, f: dict[int, str], ts: int) -> list[Input]:
+    def _status(self, order: OrderView, f: dict[int, str], ts: int) -> list[Input]:
         """An order status (ExecType I), asked for while reconciling or for an order left unacknowledged:
-        what the venue did that foxhunt missed. Its ClOrdID is the one the venue knows the order by now,
-        which a restarted foxhunt has no other way to learn: a cancel or replace must name it (OrigClOrdID).
-        Reports of the order still on their way to the kernel may cover some of it: the kernel books what
-        is new (a missed fill carries no execution id, and the kernel books it by CumQty)."""
-        out: list[Input] = []
+        what the venue did that foxhunt missed (reconcile.py). Its ClOrdID is the one the venue knows the
+        order by now, which a restarted foxhunt has no other way to learn: a cancel or replace must name it
+        (OrigClOrdID). Reports of the order still on their way to the kernel may cover some of it: the
+        kernel books what is new (a missed fill carries no execution id, and the kernel books it by CumQty)."""
         if f.get(parsing.CL_ORD_ID):
             self.cl_ord_ids[order.order_id] = f[parsing.CL_ORD_ID]
-        working = order.is_open
-        status = f.get(parsing.ORD_STATUS)
-        acknowledged = order.status is not OrderStatus.SUBMITTED
-        if working and not acknowledged and status in ACKNOWLEDGED:  # its acknowledgement was missed
-            out.append(OrderAccepted(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
-                                     venue_order_id=f.get(parsing.ORDER_ID, "")))
-            acknowledged = True
-        # a replace whose answer was lost with the connection: the venue's terms are the order's now
-        # (OrderQty(38), and Price(44) of a priced order; a market order's price field means nothing)
-        quantity = parsing._qty(f, parsing.ORDER_QTY) if parsing.ORDER_QTY in f else order.quantity
-        limit = parsing._qty(f, parsing.PRICE) if parsing.PRICE in f and order.price is not None else order.price
-        if (working and acknowledged and status not in ("4", "8")
-                and (quantity, limit) != (order.quantity, order.price)):
-            out.append(OrderReplaced(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
-                                     quantity=quantity, price=limit, trigger_price=order.trigger_price))
-        else:
-            quantity = order.quantity
-        cum = parsing._qty(f, parsing.CUM_QTY) if parsing.CUM_QTY in f else order.filled_qty
-        missed = cum - order.filled_qty
-        if missed > 0 and working:
-            leaves = quantity - cum
-            cls = OrderFilled if leaves <= 0 else OrderPartiallyFilled
-            price = parsing._qty(f, parsing.AVG_PX) if parsing.AVG_PX in f else 0
-            out.append(cls(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol, side=order.side,
-                           trade_id="", last_qty=missed, last_price=price, leaves_qty=max(leaves, 0), cum_qty=cum))
-        still_open = working and not (out and isinstance(out[-1], OrderFilled))
-        if still_open and status == "4":
-            out.append(OrderCanceled(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
-                                     reason="reconciled: canceled at the venue"))
-        elif still_open and status == "C" and acknowledged:
-            out.append(OrderExpired(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol))
-        elif still_open and status == "8":  # rejected, or (for most venues) not known at all
-            text = f.get(parsing.TEXT, "rejected at the venue")
-            if not acknowledged:
-                out.append(OrderRejected(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
-                                         reason=f"reconciled: {text}"))
-            else:  # it was acknowledged, so it did work there: now it does not
-                out.append(OrderCanceled(ts_event=ts, ts_init=ts, order_id=order.order_id, symbol=order.symbol,
-                                         reason=f"reconciled: no longer working at the venue: {text}"))
+        out = reconcile(order, parsing.order_status(f), ts)
         if any(isinstance(e, TERMINAL) for e in out):
             self.ended.add(order.order_id)
         waiting = self._reconciling

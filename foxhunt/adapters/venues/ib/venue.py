@@ -33,8 +33,8 @@ from ib_async import IB, Contract, Fill, Ticker, Trade
 
 from foxhunt.adapters.venues.ib import parsing
 from foxhunt.adapters.venues.recent import DoneOrders, RecentSet
+from foxhunt.adapters.venues.reconcile import Seen, reconcile
 from foxhunt.adapters.venues.remote import RemoteVenue, Reports
-from foxhunt.core.orders import Order
 from foxhunt.errors import ConfigError
 from foxhunt.messages.base import Input, format_fixed
 from foxhunt.messages.market import Instrument, QuoteTick, TradeTick
@@ -59,6 +59,7 @@ from foxhunt.messages.system import (
     VenueMessageRejected,
     VenueSessionEvent,
 )
+from foxhunt.ports import OrderViews
 
 log = structlog.get_logger("foxhunt.ib")
 
@@ -79,7 +80,7 @@ class IbContract:
 class IbVenue(RemoteVenue):
     def __init__(
         self, name: str, ib: IB, host: str, port: int, client_id: int, contracts: dict[str, IbContract],
-        orders: Callable[[], dict[str, Order]], account: str = "", market_data: tuple[str, ...] = (),
+        orders: OrderViews, account: str = "", market_data: tuple[str, ...] = (),
         backoff_max: float = 30.0, connect_timeout: float = 10.0,
         on_rejected_execution: TradingState | None = TradingState.HALTED, probe_after: float = 30.0,
         probe_timeout: float = 10.0, now: Callable[[], int] = time.time_ns,
@@ -266,8 +267,9 @@ class IbVenue(RemoteVenue):
                         and order_id not in self.ends_published):
                     self.closed.add(order_id)
                     self.ends_published.add(order_id)
-                    self._emit(OrderCanceled(**self._stamps(), order_id=order_id, symbol=order.symbol,
-                                             reason="reconciled: canceled at IB"))
+                    # executions are booked one by one above, with their ids: IB says only how it ended
+                    for report in reconcile(order, Seen("canceled"), self.now(), where="IB"):
+                        self._emit(report)
             state = "done" if order_id in self.closed else "working"
             found.append(f"{order_id}: {len(fills.get(order_id, []))} execution(s), {state}")
         self._emit(VenueSessionEvent(**self._stamps(), venue=self.name, event="reconciled",
