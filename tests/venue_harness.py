@@ -15,6 +15,7 @@ from foxhunt.core.orders import Order, Orders, booked, duplicate, refusal
 from foxhunt.messages.base import Input
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.orders import (
+    CancelOrder,
     OrderAccepted,
     OrderCanceled,
     OrderCancelRejected,
@@ -25,6 +26,7 @@ from foxhunt.messages.orders import (
     OrderReplaced,
     OrderSubmitted,
     OrderType,
+    ReplaceOrder,
     Side,
     SubmitOrder,
 )
@@ -93,8 +95,14 @@ class VenueHarness:
                           side=Side.BUY, order_type=order_type, quantity=d(qty or self.default_qty),
                           price=None if price is None else d(price))
         self.track(cmd)
-        self.venue.send(cmd)
+        self.send(cmd)
         return cmd.order_id
+
+    def send(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder) -> None:
+        """A command to the venue; what it answers at once (a simulated venue's reports) is recorded as the
+        loop records it, and a real venue's answers come on the bus."""
+        for msg in self.venue.send(cmd):
+            self.record(msg)
 
     def of(self, order_id: str, kind: type) -> list:
         return [e for e in self.events if isinstance(e, kind) and getattr(e, "order_id", None) == order_id]

@@ -17,6 +17,7 @@ data it is given, in order. Rules (documented here, pinned by tests):
 - Crossed or locked quotes are ignored, like the kernel ignores them. A bar moves its own side of the
   book (BID or ASK), or both (MID, LAST); a side never quoted takes the other side's price.
 - Commission is `fee_bps` basis points of the traded value, floor-rounded to nanos.
+- Every fill carries its execution id and the order's cumulative quantity, as the Venue port asks.
 """
 
 from __future__ import annotations
@@ -276,7 +277,7 @@ class SimVenue:
             (OrderPartiallyFilled if leaves else OrderFilled)(
                 ts_event=self.now, ts_init=self.clock.now(), order_id=cmd.order_id, symbol=cmd.symbol,
                 side=cmd.side, trade_id=f"{self.name}-T{self._ids}", last_qty=qty, last_price=touch,
-                leaves_qty=leaves, commission=commission,
+                leaves_qty=leaves, commission=commission, cum_qty=cmd.quantity - leaves,
             )
         )
 
