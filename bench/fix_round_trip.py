@@ -26,6 +26,10 @@ started, to measure what the engine's own setting (session.GIL_SWITCH_S) prevent
 
 from __future__ import annotations
 
+from foxhunt import compiled
+
+compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
+
 import argparse
 import socket
 import statistics

@@ -13,6 +13,10 @@ send call to the status in hand, for two clients interleaved in one run:
 
 from __future__ import annotations
 
+from foxhunt import compiled
+
+compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
+
 import argparse
 import asyncio
 import statistics

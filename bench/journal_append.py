@@ -10,6 +10,10 @@ to show the queue stays bounded. Uses FOXHUNT_DSN or the embedded cluster in FOX
 
 from __future__ import annotations
 
+from foxhunt import compiled
+
+compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
+
 import argparse
 import resource
 import statistics

@@ -15,6 +15,10 @@ Uses FOXHUNT_DSN or the embedded cluster in FOXHUNT_STATE_DIR.
 
 from __future__ import annotations
 
+from foxhunt import compiled
+
+compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
+
 import argparse
 import statistics
 import time

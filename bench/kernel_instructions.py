@@ -15,6 +15,10 @@ Needs valgrind (`apt-get install valgrind`). About a minute per strategy. The co
 
 from __future__ import annotations
 
+from foxhunt import compiled
+
+compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
+
 import argparse
 import os
 import re
@@ -27,7 +31,7 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from foxhunt import compiled, config
+from foxhunt import config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.journal.discard import DiscardingJournal
 from foxhunt.adapters.venues.sim import SimVenue

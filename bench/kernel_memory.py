@@ -10,13 +10,17 @@ Quotes are made as they are fed (SyntheticFeed is a generator), so the feed hold
 
 from __future__ import annotations
 
+from foxhunt import compiled
+
+compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
+
 import argparse
 import os
 import time
 
 import anyio
 
-from foxhunt import compiled, config
+from foxhunt import config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.journal.discard import DiscardingJournal
 from foxhunt.adapters.venues.sim import SimVenue

@@ -14,6 +14,10 @@ far less) and with no strategy at all (what the anchor's subscribe-only strategy
 
 from __future__ import annotations
 
+from foxhunt import compiled
+
+compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
+
 import argparse
 import csv
 import json
@@ -27,7 +31,7 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from foxhunt import compiled, config
+from foxhunt import config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.journal.discard import DiscardingJournal
 from foxhunt.adapters.venues.sim import SimVenue

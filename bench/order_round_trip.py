@@ -11,6 +11,10 @@ quote's own (about 1 us, see kernel_throughput.py's no-strategy run).
 
 from __future__ import annotations
 
+from foxhunt import compiled
+
+compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
+
 import argparse
 import statistics
 

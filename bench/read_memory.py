@@ -7,6 +7,10 @@ rate. Create a large journal first, e.g. `foxhunt ingest synthetic:seed=1,n=1000
 
 from __future__ import annotations
 
+from foxhunt import compiled
+
+compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
+
 import resource
 import sys
 import time

@@ -10,6 +10,10 @@ Uses the embedded cluster in FOXHUNT_STATE_DIR (or the DSN in FOXHUNT_DSN).
 
 from __future__ import annotations
 
+from foxhunt import compiled
+
+compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
+
 import argparse
 import statistics
 import subprocess

@@ -6,6 +6,10 @@ strategy asks for, on a well-formed SubmitOrder (the common case) and a malforme
 
 from __future__ import annotations
 
+from foxhunt import compiled
+
+compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
+
 import argparse
 import statistics
 import timeit

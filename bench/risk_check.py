@@ -7,6 +7,10 @@ VaR over 1,000 returns.
 
 from __future__ import annotations
 
+from foxhunt import compiled
+
+compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
+
 import argparse
 import statistics
 import time

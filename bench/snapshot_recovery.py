@@ -13,13 +13,17 @@ both sides alike per input read (docs/benchmarks.md, replay read path).
 
 from __future__ import annotations
 
+from foxhunt import compiled
+
+compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
+
 import argparse
 import statistics
 import time
 
 import anyio
 
-from foxhunt import compiled, config
+from foxhunt import config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.journal.memory import MemoryJournalStore
 from foxhunt.bootstrap import paper_operations

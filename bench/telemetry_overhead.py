@@ -12,6 +12,10 @@ writer-side cost per committed event (counting kinds per batch).
 
 from __future__ import annotations
 
+from foxhunt import compiled
+
+compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
+
 import argparse
 import statistics
 import time

@@ -1,7 +1,8 @@
-"""foxhunt: an event-sourced trading daemon whose PostgreSQL journal is the single source of truth."""
+"""foxhunt: an event-sourced trading daemon whose PostgreSQL journal is the single source of truth.
 
-from foxhunt import compiled
+Importing foxhunt does nothing but define it. What a process does first (the compiled modules' check,
+foxhunt/compiled.py) is its entry point's to do: the `foxhunt` command's (foxhunt/__main__.py), the test
+suite's (tests/conftest.py) and each benchmark's.
+"""
 
 __version__ = "0.1.0"
-
-compiled.check()  # before any compiled module is imported: a stale one runs as its Python source

@@ -12,6 +12,10 @@ from pathlib import Path
 import anyio
 import pytest
 
+from foxhunt import compiled
+
+compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
+
 from foxhunt.adapters.journal.pg import migrate
 from foxhunt.adapters.journal.pg_embedded import EmbeddedCluster
 

@@ -1,8 +1,9 @@
 """The layer rules of docs/ARCHITECTURE (shared/design/ARCHITECTURE.md), as a contract checked on the
 import graph by import-linter (`[tool.importlinter]` in pyproject.toml): dependencies point down, the core
 has no import cycles (TYPE_CHECKING imports included), neither the core nor the messages nor the runtime
-import torch, the core imports no I/O or async library, and the configuration imports no adapter.
-tests/test_core_purity.py checks what an import graph cannot see (the clock, randomness)."""
+import torch, the core imports no I/O or async library, adapters never import the core, and the
+configuration imports no adapter. tests/test_core_purity.py checks what an import graph cannot see (the
+clock, randomness). And importing foxhunt does nothing but define it."""
 
 from __future__ import annotations
 
@@ -35,7 +36,20 @@ def test_a_forbidden_import_breaks_them(tmp_path):
     kernel.write_text(kernel.read_text() + "\nimport torch  # noqa\n")
     config = tmp_path / "foxhunt" / "config.py"
     config.write_text(config.read_text() + "\nimport foxhunt.adapters.venues.sim  # noqa\n")
+    venue = tmp_path / "foxhunt" / "adapters" / "venues" / "ib" / "venue.py"
+    venue.write_text(venue.read_text() + "\nfrom foxhunt.core.orders import Order  # noqa\n")
     done = lint(tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "foxhunt.core.kernel -> torch" in done.stdout
     assert "foxhunt.config -> foxhunt.adapters.venues.sim" in done.stdout
+    assert "foxhunt.adapters.venues.ib.venue -> foxhunt.core.orders" in done.stdout
+
+
+def test_importing_foxhunt_does_nothing_but_define_it():
+    """No check, no finder, no module beyond the package itself: the compiled modules' check is an entry
+    point's first step (foxhunt/__main__.py), not an import's side effect."""
+    code = ("import sys; before = set(sys.modules), list(sys.meta_path)\n"
+            "import foxhunt\n"
+            "print(sorted(set(sys.modules) - before[0]), sys.meta_path == before[1])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert done.stdout.strip() == "['foxhunt'] True", done.stdout + done.stderr

@@ -22,7 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNS = r"""
 import hashlib, json, sys
 import anyio, msgspec
-from foxhunt import compiled, config
+from foxhunt import compiled
+compiled.check()  # what an entry point does first: FOXHUNT_PURE_PYTHON=1 runs the sources
+from foxhunt import config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.journal.discard import DiscardingJournal
 from foxhunt.adapters.venues.sim import SimVenue
