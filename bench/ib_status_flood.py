@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from foxhunt.adapters.venues.ib import venue as ib_venue
 from foxhunt.messages.orders import OrderAccepted, OrderFilled, OrderType
-from tests.test_ib_venue import Harness
+from tests.integration.test_ib_venue import Harness
 from tests.tws_server import TwsServer
 
 

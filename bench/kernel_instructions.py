@@ -36,7 +36,7 @@ from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.journal.discard import DiscardingJournal
 from foxhunt.adapters.venues.sim import SimVenue
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.gate import PreTradeGate
 from foxhunt.messages.base import parse_fixed
 from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.loop import TradingLoop
@@ -49,12 +49,12 @@ def kernel_for(strategy: str) -> Kernel:
     trading = config.load(None, env={}).trading()
     instruments = trading.build_instruments()
     if strategy == "none":
-        return Kernel(instruments, [], PreTradeRisk(trading.risk, instruments))
+        return Kernel(instruments, [], PreTradeGate(trading.risk, instruments))
     if strategy == "flip":
         sys.path.insert(0, str(HERE))
         from order_round_trip import Flip  # an order on every quote
 
-        return Kernel(instruments, [Flip()], PreTradeRisk(trading.risk, instruments))
+        return Kernel(instruments, [Flip()], PreTradeGate(trading.risk, instruments))
     params = msgspec.structs.replace(trading.strategy, name=strategy)
     return build_kernel(msgspec.structs.replace(trading, strategy=params))
 

@@ -36,7 +36,7 @@ from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.journal.discard import DiscardingJournal
 from foxhunt.adapters.venues.sim import SimVenue
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.gate import PreTradeGate
 from foxhunt.messages.base import parse_fixed
 from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.loop import TradingLoop
@@ -96,7 +96,7 @@ def main() -> None:
             results[f"foxhunt {name}"].append(wall)
             cpu[f"foxhunt {name}"].append(seconds)
             orders[name] = kernel.orders.count
-        bare = Kernel(instruments, [], PreTradeRisk(trading.risk, instruments))
+        bare = Kernel(instruments, [], PreTradeGate(trading.risk, instruments))
         wall, seconds = anyio.run(run_foxhunt, bare, trading.venue, quotes)
         results["foxhunt no strategy"].append(wall)
         cpu["foxhunt no strategy"].append(seconds)

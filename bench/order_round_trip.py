@@ -24,7 +24,7 @@ from kernel_throughput import run_foxhunt  # the same loop, venue and journal as
 from foxhunt import config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.gate import PreTradeGate
 from foxhunt.core.strategy import Strategy, StrategyContext
 from foxhunt.messages.base import parse_fixed
 from foxhunt.messages.market import QuoteTick
@@ -54,7 +54,7 @@ def main() -> None:
     quotes = list(SyntheticFeed(7, args.orders, instruments["EURUSD"], parse_fixed("1.10000"), EventClock()))
     per_order = []
     for _ in range(args.repeats):
-        kernel = Kernel(instruments, [Flip()], PreTradeRisk(trading.risk, instruments))
+        kernel = Kernel(instruments, [Flip()], PreTradeGate(trading.risk, instruments))
         seconds, _ = anyio.run(run_foxhunt, kernel, trading.venue, quotes)
         if kernel.orders.count != len(quotes):
             raise SystemExit(f"expected an order per quote, got {kernel.orders.count} for {len(quotes)}")

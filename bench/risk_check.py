@@ -1,5 +1,5 @@
 """The whole pre-trade check for one order, all controls enabled, a book of 50 instruments with open
-positions, called the way the kernel calls it (`PreTradeRisk.check_submit(cmd, kernel)`). Also: historical
+positions, called the way the kernel calls it (`PreTradeGate.check_submit(cmd, kernel)`). Also: historical
 VaR over 1,000 returns.
 
     .venv/bin/python bench/risk_check.py [--orders 100000]
@@ -20,7 +20,7 @@ import numpy as np
 
 from foxhunt import risk
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.gate import PreTradeGate
 from foxhunt.core.risk.limits import RiskLimits
 from foxhunt.messages.base import parse_fixed
 from foxhunt.messages.market import Instrument, QuoteTick
@@ -42,7 +42,7 @@ def build(var_gate: bool) -> tuple[Kernel, list[SubmitOrder]]:
         max_var=Decimal(10**9) if var_gate else None, max_expected_shortfall=Decimal(10**9) if var_gate else None,
         var_window=250, var_sample_ms=1,
     )
-    kernel = Kernel(instruments, [], PreTradeRisk(limits, instruments))
+    kernel = Kernel(instruments, [], PreTradeGate(limits, instruments))
     for seq, symbol in enumerate(instruments, 1):
         kernel.handle(seq, QuoteTick(ts_event=seq, ts_init=seq, symbol=symbol, bid=D("99.99"), ask=D("100.01")))
     if var_gate:  # 250 return scenarios for every instrument

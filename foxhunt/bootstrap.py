@@ -12,6 +12,7 @@ import msgspec
 import structlog
 
 import foxhunt
+from foxhunt import config
 from foxhunt.adapters.journal import pg_partitions as partitions
 from foxhunt.adapters.journal.discard import DiscardingJournal
 from foxhunt.adapters.journal.pg import migrate
@@ -155,8 +156,9 @@ def ib_venue(cfg: Config) -> VenueFactory:
     return build
 
 
-def operations(cfg: Config, journal: str) -> Operations:
-    """The venue, systemd's notify socket (from the environment), the admin socket and telemetry."""
+def operations(cfg: Config, journal: str, config_path: str | None = None) -> Operations:
+    """The venue, systemd's notify socket (from the environment), the admin socket, telemetry, and how to
+    read the configuration again on SIGHUP (`config_path` and the environment, as at start-up)."""
     admin = None
     if cfg.admin.enabled:
         a = cfg.admin
@@ -174,7 +176,9 @@ def operations(cfg: Config, journal: str) -> Operations:
     venue = {"sim": lambda _: simulated_venue, "fix": fix_venue, "ib": ib_venue}[cfg.run.venue](cfg)
     if cfg.run.wire_log:
         venue = wire_logged(venue, Path(cfg.run.wire_log))
-    return Operations(venue=venue, notifier=Notifier(), admin=admin, telemetry=tel)
+    return Operations(venue=venue, notifier=Notifier(), admin=admin, telemetry=tel,
+                      reread_config=lambda: config.load(config_path),
+                      config_source=config_path or "(defaults and environment)")
 
 
 def paper_operations(telemetry: Telemetry | None = None) -> Operations:

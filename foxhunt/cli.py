@@ -163,10 +163,10 @@ def cmd_run(args: argparse.Namespace, cfg: config.Config) -> int:
     clock = WallClock() if (args.clock or ("wall" if live else "feed")) == "wall" else EventClock()
     instruments = cfg.trading().build_instruments()
     feed = open_feed(spec, instruments, clock, args.on_bad_row)
-    ops = bootstrap.operations(cfg, args.journal)
+    ops = bootstrap.operations(cfg, args.journal, args.config)
     dsn = bootstrap.resolve_dsn(cfg)
     request = RunRequest(
-        args.journal, feed, clock, args.max_events, args.duration, config_path=args.config,
+        args.journal, feed, clock, args.max_events, args.duration,
         feed_rate=getattr(feed, "rate", None), startup_signals=startup_signals,
     )
 

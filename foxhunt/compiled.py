@@ -6,7 +6,7 @@ trip), and every row of `foxhunt ingest` through a CSV feed, the fixed-point par
 formatting, so those modules are compiled by mypyc (from the same .py files, through their type
 annotations) when foxhunt is installed; see `setup.py`. The Python source stays the reference: it is
 what a reader follows, what a compiled module is built from, and what runs when there is no compiled
-module. Both derive the same bytes (tests/test_compiled.py).
+module. Both derive the same bytes (tests/integration/test_compiled.py).
 
 A compiled module sits beside its source (`kernel.cpython-311-x86_64-linux-gnu.so` next to `kernel.py`)
 and Python imports it in preference. After an edit to the source it would silently run the old code, so
@@ -21,7 +21,7 @@ Two rules for a compiled module, so that compiling never changes a result:
 - Its true divisions have a float on one side. mypyc divides two ints with `/` by converting each to a
   double first, which for an operand beyond 2**53 (9 million units in nanos) can differ in the last bit
   from Python's correctly rounded quotient; the risk engine, which divides nanos by nanos, stays Python.
-tests/test_compiled.py checks both.
+tests/integration/test_compiled.py checks both.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.gate import PreTradeGate
 from foxhunt.core.risk.limits import RiskLimits
 from foxhunt.core.strategy import Strategy
 from foxhunt.messages.base import parse_fixed as d
@@ -50,5 +50,5 @@ def kernel(script=None, max_order_qty: str = "1000000") -> tuple[Kernel, Scripte
     strategy = Scripted(script)
     from decimal import Decimal
 
-    gate = PreTradeRisk(RiskLimits(max_order_qty=Decimal(max_order_qty)), INSTRUMENTS)
+    gate = PreTradeGate(RiskLimits(max_order_qty=Decimal(max_order_qty)), INSTRUMENTS)
     return Kernel(INSTRUMENTS, [strategy], gate), strategy

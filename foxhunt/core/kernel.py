@@ -16,7 +16,7 @@ import msgspec
 from foxhunt.core.operator import Operator
 from foxhunt.core.orders import Order, Orders, booked, duplicate, refusal
 from foxhunt.core.portfolio import Portfolio, Position
-from foxhunt.core.risk.gate import PreTradeRisk, reference_price
+from foxhunt.core.risk.gate import PreTradeGate, reference_price
 from foxhunt.core.risk.safeguards import Safeguards
 from foxhunt.core.step import Step
 from foxhunt.core.strategy import Strategy, StrategyContext
@@ -113,7 +113,7 @@ AGAIN = " (asked again: venue "  # marks a cancel the kernel asks for again (_on
 
 
 class Kernel:
-    def __init__(self, instruments: dict[str, Instrument], strategies: list[Strategy], gate: PreTradeRisk):
+    def __init__(self, instruments: dict[str, Instrument], strategies: list[Strategy], gate: PreTradeGate):
         self.instruments = instruments
         self.strategies = strategies
         self.gate = gate

@@ -16,7 +16,7 @@ import msgspec
 from foxhunt.core.effects import Effects, KernelView
 from foxhunt.core.orders import Order
 from foxhunt.core.risk.breakers import Breakers
-from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.gate import PreTradeGate
 from foxhunt.core.risk.limits import RiskLimits
 from foxhunt.core.trading_state import Cause
 from foxhunt.messages.orders import OrderType, Side, SubmitOrder, TimeInForce
@@ -41,7 +41,7 @@ class Operated(KernelView, Effects, Protocol):
     they steer."""
 
     @property
-    def gate(self) -> PreTradeRisk: ...
+    def gate(self) -> PreTradeGate: ...
     @property
     def contexts(self) -> Mapping[str, object]: ...  # the strategies by name
     @property

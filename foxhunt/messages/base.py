@@ -36,7 +36,7 @@ class Enum(enum.Enum):
 
 # Every message type, in the order declared: a class that derives from Input or Derived registers itself
 # (a base named with a leading underscore does not), and the codec decodes what is registered here, so a
-# new message type is declared once (an input also needs the kernel's handler: tests/test_kernel.py says so)
+# new message type is declared once (an input also needs the kernel's handler: tests/unit/test_kernel.py says so)
 REGISTRY: list[type[Message]] = []
 
 

@@ -87,7 +87,6 @@ class RunRequest:
     clock: Clock
     max_events: int | None = None
     duration: float | None = None
-    config_path: str | None = None  # re-read on SIGHUP
     feed_rate: float | None = None  # inputs per second (a paced feed), None: as fast as the loop takes them
     startup_signals: StartupSignals | None = None  # a stop asked for before the run's signal watcher took over
 
@@ -121,6 +120,10 @@ class Operations:
     notifier: Notifier
     admin: admin_server.ServerPolicy | None = None
     telemetry: Telemetry | None = None
+    # the configuration as it reads now (SIGHUP: bootstrap reads the file and the environment again), and
+    # where it is read from, for the log; a reload that cannot read it raises ConfigError
+    reread_config: Callable[[], Config] | None = None
+    config_source: str = "(defaults and environment)"
 
 
 Done = Callable[[int, Sequence[Derived]], None]
@@ -278,7 +281,7 @@ async def _trade(
             await tg.start(_run_venue, loop.venue, bus.publisher())
             if ops.admin is not None:
                 await tg.start(admin_server.serve, ops.admin, console)
-            tg.start_soon(_watch_signals, control, req, console)
+            tg.start_soon(_watch_signals, control, req, console, ops)
             tg.start_soon(_run_feed, req.feed, bus.publisher(), control, req.feed_rate)
             bus.seal()  # every source has its publisher: the bus ends when they all have
             ops.notifier.ready(console.summary_line())
@@ -417,7 +420,7 @@ async def _run_venue(
         await venue.run(publisher, task_status=task_status)
 
 
-async def _watch_signals(control: _Control, req: RunRequest, console: Console) -> None:
+async def _watch_signals(control: _Control, req: RunRequest, console: Console, ops: Operations) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         # from here on the signals come here; one that came before, during start-up, is honoured now
         if req.startup_signals is not None and req.startup_signals.name is not None:
@@ -426,18 +429,21 @@ async def _watch_signals(control: _Control, req: RunRequest, console: Console) -
         async for signum in signals:
             name = signal.Signals(signum).name
             if signum == signal.SIGHUP:
-                _reload(control, req, console)
+                _reload(control, req, console, ops)
                 continue
             log.info("stop_requested", signal=name)
             control.request_stop(f"signal {name}")
 
 
-def _reload(control: _Control, req: RunRequest, console: Console) -> None:
-    """SIGHUP: re-read the configuration; risk limits change through the journal, the rest needs a restart.
-    A file that does not load changes nothing and says why."""
-    source = req.config_path or "(defaults and environment)"
+def _reload(control: _Control, req: RunRequest, console: Console, ops: Operations) -> None:
+    """SIGHUP: the configuration read again (by the composition root's `reread_config`); risk limits change
+    through the journal, the rest needs a restart. A file that does not load changes nothing and says why."""
+    source = ops.config_source
+    if ops.reread_config is None:
+        log.warning("config_reload_unavailable", source=source)
+        return
     try:
-        new = config.load(req.config_path)
+        new = ops.reread_config()
         _, restart = config.changes(console.cfg, new)
         reload = risk_reload(console.loop.kernel, console.cfg.risk, new.risk, source, req.clock.now(), restart)
     except ConfigError as e:

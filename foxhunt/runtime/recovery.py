@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from foxhunt.config import TradingConfig, trading_from_json
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.gate import PreTradeGate
 from foxhunt.core.strategies import build_strategy
 from foxhunt.errors import ConfigError, JournalArchived, JournalMismatch
 from foxhunt.messages.system import RunStarted
@@ -26,7 +26,7 @@ VenueFactory = Callable[[Kernel, TradingConfig, Clock], Venue]
 def build_kernel(trading: TradingConfig) -> Kernel:
     instruments = trading.build_instruments()
     try:
-        gate = PreTradeRisk(trading.risk, instruments)
+        gate = PreTradeGate(trading.risk, instruments)
     except ValueError as e:
         raise ConfigError(f"[risk]: {e}") from e
     return Kernel(instruments, [build_strategy(trading.strategy)], gate)

@@ -1,7 +1,7 @@
 """Risk, in one package: what every order passes and what watches the account.
 
 - limits.py        `RiskLimits`: what `[risk]` configures, each limit with its range
-- gate.py          `PreTradeRisk`, the pre-trade gate: every order command passes it before a venue sees it
+- gate.py          `PreTradeGate`, the pre-trade gate: every order command passes it before a venue sees it
 - checks.py        the gate's per-order checks, one numba kernel with its reason codes and a Python twin
 - var.py           the portfolio gate: historical VaR and expected shortfall of the book after an order
 - breakers.py      equity breakers, the repeated-execution throttle, volatility, price-band, market-wide

@@ -62,7 +62,7 @@ UNLIMITED = np.iinfo(np.int64).max  # an integer limit that is off
 L_LOT, L_TICK, L_MULT, L_MIN_QTY, L_MAX_QTY, L_MAX_NOTIONAL_LT = 0, 1, 2, 3, 4, 5
 L_COLLAR_BPS, L_COLLAR_TICKS, L_MAX_LONG, L_MAX_SHORT, L_MAX_OPEN_ORDERS, L_MAX_OPEN_QTY = 6, 7, 8, 9, 10, 11
 L_REF_MAX_AGE, L_RESTRICTED, L_PAUSED = 12, 13, 14  # L_PAUSED: a breaker's reason code (0: trading), not config
-# ... followed by the instrument's state, kept in step by the engine (PreTradeRisk.on_order, on_position):
+# ... followed by the instrument's state, kept in step by the engine (PreTradeGate.on_order, on_position):
 # position, working buy and sell quantity and order count, our best resting buy and sell limit price (0: none).
 S_POSITION, S_OPEN_BUY, S_OPEN_SELL, S_OPEN_ORDERS, S_OWN_BID, S_OWN_ASK = 15, 16, 17, 18, 19, 20
 S_INSTRUMENT = 21  # the instrument's number (its place among the sorted symbols), part of the duplicate key

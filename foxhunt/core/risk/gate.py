@@ -94,7 +94,10 @@ def limit_row(defaults: RiskLimits, inst: Instrument) -> np.ndarray:
     return row
 
 
-class PreTradeRisk:
+class PreTradeGate:
+    """The pre-trade gate (the kernel's `gate`): every order command's check, and the state it checks
+    against, kept in one int64 array the compiled check reads (core/risk/checks.py)."""
+
     def __init__(self, limits: RiskLimits, instruments: dict[str, Instrument]) -> None:
         self.instruments = instruments
         compiled = rc.kernels()

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from foxhunt.core.effects import Effects
 from foxhunt.core.portfolio import Portfolio
 from foxhunt.core.risk.breakers import Breakers, MarketWideBreaker, PriceBandBreaker, VolatilityBreaker
-from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.gate import PreTradeGate
 from foxhunt.core.trading_state import Cause
 from foxhunt.messages.base import Input
 from foxhunt.messages.market import Instrument
@@ -22,7 +22,7 @@ from foxhunt.messages.system import InstrumentStateChanged, TradingState
 
 
 class Safeguards:
-    def __init__(self, gate: PreTradeRisk, instruments: Mapping[str, Instrument], portfolio: Portfolio,
+    def __init__(self, gate: PreTradeGate, instruments: Mapping[str, Instrument], portfolio: Portfolio,
                  effects: Effects) -> None:
         limits = gate.limits
         self.gate, self.instruments, self.portfolio, self.effects = gate, instruments, portfolio, effects

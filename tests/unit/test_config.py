@@ -10,7 +10,7 @@ import pytest
 from foxhunt import config
 from foxhunt.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_shipped_config_file_loads_and_equals_the_defaults():

@@ -19,7 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from foxhunt.core.kernel import Kernel
 from foxhunt.core.orders import OrderStatus
 from foxhunt.core.risk import checks as rc
-from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.gate import PreTradeGate
 from foxhunt.core.risk.limits import RiskLimits
 from foxhunt.core.strategy import Strategy
 from foxhunt.messages.base import parse_fixed as d
@@ -59,7 +59,7 @@ class Asking(Strategy):
 
 def make(instruments=INSTRUMENTS, **limits) -> tuple[Kernel, Asking]:
     strategy = Asking()
-    k = Kernel(instruments, [strategy], PreTradeRisk(RiskLimits(**limits), instruments))
+    k = Kernel(instruments, [strategy], PreTradeGate(RiskLimits(**limits), instruments))
     k.handle(1, quote(1_000, "1.10000", "1.10002"))  # reference mid 1.10001
     return k, strategy
 
@@ -151,7 +151,7 @@ def test_a_cancel_of_an_unknown_order_is_denied_not_raised():
         def on_quote(self, quote, ctx) -> None:
             ctx.cancel("no-such-order")
 
-    k = Kernel(INSTRUMENTS, [Canceling()], PreTradeRisk(RiskLimits(), INSTRUMENTS))
+    k = Kernel(INSTRUMENTS, [Canceling()], PreTradeGate(RiskLimits(), INSTRUMENTS))
     step = k.handle(1, quote(1_000, "1.10000", "1.10002"))
     (denied,) = [e for e in step.derived if isinstance(e, OrderDenied)]
     assert (denied.reason, denied.detail) == ("UNKNOWN_ORDER", "order_id=no-such-order")

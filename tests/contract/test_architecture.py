@@ -2,7 +2,7 @@
 import graph by import-linter (`[tool.importlinter]` in pyproject.toml): dependencies point down, the core
 has no import cycles (TYPE_CHECKING imports included), neither the core nor the messages nor the runtime
 import torch, the core imports no I/O or async library, adapters never import the core, and the
-configuration imports no adapter. tests/test_core_purity.py checks what an import graph cannot see (the
+configuration imports no adapter. tests/unit/test_core_purity.py checks what an import graph cannot see (the
 clock, randomness). And importing foxhunt does nothing but define it."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LINT = [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"]
 
 

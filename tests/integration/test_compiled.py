@@ -14,7 +14,7 @@ import pytest
 
 from foxhunt import compiled
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # Every journaled message (encoded) and its causation, and the kernel's state digest at the end, for
 # the reference strategies and for one that sends every order type and cancels, with and without venue
@@ -29,7 +29,7 @@ from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.journal.discard import DiscardingJournal
 from foxhunt.adapters.venues.sim import SimVenue
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.gate import PreTradeGate
 from foxhunt.core.strategy import Strategy
 from foxhunt.messages import codec
 from foxhunt.messages.base import parse_fixed
@@ -76,7 +76,7 @@ def run(strategy, latency_ns, quotes=20_000):
     trading = config.load(None, env={}).trading()
     instruments = trading.build_instruments()
     if strategy == "every_kind":
-        kernel = Kernel(instruments, [EveryKind()], PreTradeRisk(trading.risk, instruments))
+        kernel = Kernel(instruments, [EveryKind()], PreTradeGate(trading.risk, instruments))
     else:
         params = msgspec.structs.replace(trading.strategy, name=strategy)
         kernel = build_kernel(msgspec.structs.replace(trading, strategy=params))
@@ -130,7 +130,7 @@ def test_the_parsing_tests_pass_as_python_too():
     """This suite runs the compiled FIX parsing, CSV feeds and fixed-point text; their pinned results must
     hold for the Python source too."""
     env = {**os.environ, "FOXHUNT_PURE_PYTHON": "1"}
-    suites = ["tests/test_fix_parsing.py", "tests/test_feeds.py", "tests/test_messages.py"]
+    suites = ["tests/unit/test_fix_parsing.py", "tests/unit/test_feeds.py", "tests/unit/test_messages.py"]
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *suites],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

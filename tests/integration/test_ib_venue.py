@@ -224,7 +224,7 @@ async def test_a_commission_reported_after_a_reconciled_fill_is_published_on_its
     (commissions understated). `link_restored`: IB's link to its servers comes back (1102) between the two.
     `restart`: the order filled while foxhunt was down, and the restarted process holds no ib_async Trade
     for it, so ib_async emits no event for the report (wrapper.commissionReport: "not a live execution").
-    Now it is published, and the kernel books it (tests/test_fills_once.py)."""
+    Now it is published, and the kernel books it (tests/unit/test_fills_once.py)."""
     async with tws() as server:
         h = Harness(server)
         async with h.running():
@@ -316,7 +316,7 @@ def test_the_daemon_trades_on_ibs_market_data_and_its_journal_verifies(cli_env, 
     import sys
     from pathlib import Path
 
-    server = subprocess.Popen([sys.executable, str(Path(__file__).parent / "tws_server.py"), "200"],
+    server = subprocess.Popen([sys.executable, str(Path(__file__).parents[1] / "tws_server.py"), "200"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         port = int(server.stdout.readline())

@@ -47,9 +47,9 @@ from foxhunt.messages.system import (
     VenueSessionEvent,
 )
 from foxhunt.runtime.clock import EventClock
-from tests import test_fix_venue as fix_tests
-from tests import test_ib_venue as ib_tests
 from tests.fakes import INSTRUMENTS, quote
+from tests.integration import test_fix_venue as fix_tests
+from tests.integration import test_ib_venue as ib_tests
 from tests.tws_server import TwsServer
 from tests.venue_harness import VenueHarness
 

@@ -1,6 +1,6 @@
 """Reconciliation (adapters/venues/reconcile.py), one pure function for every venue: what a venue says of one of
 our orders after a reconnection becomes the reports it would have sent, each case by itself. The FIX and IB
-venue suites drive the same function through their protocols (tests/test_fix_venue.py, test_ib_venue.py)."""
+venue suites drive the same function through their protocols (tests/integration/test_fix_venue.py, test_ib_venue.py)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from foxhunt.observability import telemetry
 from foxhunt.observability.telemetry import Telemetry
 from foxhunt.runtime.clock import WallClock
 from foxhunt.runtime.daemon import RunRequest, run_daemon
-from tests.test_runtime import synthetic
+from tests.integration.test_runtime import synthetic
 
 # one order a minute gets through: the rest are denied by the throttle, so both verdicts are traced
 CFG = config.load(None, env={"FOXHUNT_RISK__MAX_ORDERS_PER_WINDOW": "1", "FOXHUNT_RISK__ORDER_WINDOW_MS": "60000"})

@@ -16,7 +16,7 @@ from foxhunt.runtime import replay, snapshots
 from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.daemon import RunRequest, run_daemon
 from foxhunt.runtime.recovery import build_kernel, recover, trading_config
-from tests.test_runtime import FINGERPRINT, synthetic
+from tests.integration.test_runtime import FINGERPRINT, synthetic
 
 # every stateful part of the kernel busy: both strategies' windows, VaR scenarios, the drawdown breaker,
 # the volatility and market-wide breakers, duplicate-order and message throttles, self-match prevention

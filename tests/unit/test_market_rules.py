@@ -11,7 +11,7 @@ import pytest
 
 from foxhunt import risk
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.gate import PreTradeGate
 from foxhunt.core.risk.limits import InstrumentRisk, RiskLimits
 from foxhunt.core.risk.market_rules import NEW_YORK, ExchangeClock
 from foxhunt.messages.base import parse_fixed as d
@@ -117,7 +117,7 @@ SPX = Instrument(symbol="SPX", tick_size=d("0.01"), lot_size=d("1"), currency="U
 
 def us_kernel(**limits) -> Kernel:
     instruments = {"ACME": ACME, "SPX": SPX}
-    return Kernel(instruments, [], PreTradeRisk(RiskLimits(rulebook="us_equities", collar_bps=None, **limits),
+    return Kernel(instruments, [], PreTradeGate(RiskLimits(rulebook="us_equities", collar_bps=None, **limits),
                                                 instruments))
 
 
@@ -191,7 +191,7 @@ def test_market_wide_breakers_follow_the_rule_in_new_york_time():
 
 def test_around_the_clock_keeps_its_policy():
     """The default rulebook: bands doubled at both ends of the day in a fixed offset, the market-wide
-    reference the index's first mark of the UTC day (tests/test_kernel.py drives it through the kernel)."""
+    reference the index's first mark of the UTC day (tests/unit/test_kernel.py drives it through the kernel)."""
     assert risk.price_band(100.0, 1, hm(9, 40)) == pytest.approx((90.0, 110.0))
     assert risk.price_band(50.0, 2, hm(15, 40)) == pytest.approx((40.0, 60.0))
     assert RiskLimits().rulebook == "around_the_clock"

@@ -148,7 +148,7 @@ def test_the_unit_file_passes_systemd_analyze_verify(tmp_path):
     from pathlib import Path
 
     analyze = shutil.which("systemd-analyze")
-    unit = (Path(__file__).parents[1] / "scripts" / "foxhunt.service").read_text()
+    unit = (Path(__file__).parents[2] / "scripts" / "foxhunt.service").read_text()
     for line in ("Type=notify", "WatchdogSec=", "Restart=on-failure", "StateDirectory=foxhunt",
                  "RuntimeDirectory=foxhunt", "CacheDirectory=foxhunt", "NoNewPrivileges=yes",
                  "ProtectSystem=strict", "PrivateTmp=yes", "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"):
@@ -159,7 +159,7 @@ def test_the_unit_file_passes_systemd_analyze_verify(tmp_path):
     bin_dir = Path(sys.executable).parent
     names = ["foxhunt.service", "foxhunt-snapshot.service", "foxhunt-snapshot.timer"]
     for name in names:
-        text = (Path(__file__).parents[1] / "scripts" / name).read_text()
+        text = (Path(__file__).parents[2] / "scripts" / name).read_text()
         (tmp_path / name).write_text(text.replace("/opt/foxhunt/venv/bin", str(bin_dir)))
     result = subprocess.run([analyze, "verify", *(str(tmp_path / n) for n in names)], capture_output=True, text=True,
                             check=False)

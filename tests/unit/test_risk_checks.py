@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from foxhunt.core.kernel import Kernel
 from foxhunt.core.risk import checks as rc
-from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.gate import PreTradeGate
 from foxhunt.core.risk.limits import InstrumentRisk, RiskLimits
 from foxhunt.messages.base import parse_fixed as d
 from foxhunt.messages.orders import OrderAccepted, OrderType, ReplaceOrder, Side, SubmitOrder
@@ -130,7 +130,7 @@ def test_the_compiled_kernel_agrees_with_its_plain_python_twin(case):
 
 
 def engine_kernel(**limits) -> Kernel:
-    return Kernel(INSTRUMENTS, [], PreTradeRisk(RiskLimits(**limits), INSTRUMENTS))
+    return Kernel(INSTRUMENTS, [], PreTradeGate(RiskLimits(**limits), INSTRUMENTS))
 
 
 def submit(k: Kernel, qty: str, price: str | None = None, side: Side = Side.BUY, reduce_only=False):
@@ -195,7 +195,7 @@ def test_per_instrument_overrides_win_over_the_defaults():
     k = fresh(max_order_qty=Decimal(1000), instruments={"EURUSD": InstrumentRisk(max_order_qty=Decimal(2000))})
     assert submit(k, "2000") == "OK"
     with pytest.raises(ValueError, match="not configured: XAUUSD"):
-        PreTradeRisk(RiskLimits(instruments={"XAUUSD": InstrumentRisk()}), INSTRUMENTS)
+        PreTradeGate(RiskLimits(instruments={"XAUUSD": InstrumentRisk()}), INSTRUMENTS)
 
 
 def test_working_orders_are_tracked_through_their_events_and_count_against_limits():

@@ -23,7 +23,7 @@ import pytest
 
 from foxhunt.admin.client import Connection
 from foxhunt.messages import codec
-from tests.test_crash import recovered
+from tests.integration.test_crash import recovered
 
 pytestmark = pytest.mark.postgres
 

@@ -54,7 +54,7 @@ from foxhunt.messages.system import (
 )
 from tests.venue_harness import VenueHarness
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/, where the exchange lies
 
 
 def free_port() -> int:
@@ -315,7 +315,7 @@ async def test_cancel_on_reconnect_asks_the_kernel_to_cancel_what_is_still_worki
         first, again = [e for e in h.events if isinstance(e, VenueConnected)]
         assert first.cancel_working and again.cancel_working  # the policy, on every logon (a restart's too)
         assert h.book.get(oid).is_open  # reconciled as still working: the venue itself canceled nothing
-        # the kernel's answer, a CancelOrder it journals first (tests/test_kernel.py), goes out like any other
+        # the kernel's answer, a CancelOrder it journals first (tests/unit/test_kernel.py), goes out like any other
         h.venue.send(CancelOrder(ts_event=1, ts_init=1, order_id=oid, symbol="EURUSD",
                                  reason="cancel_on_reconnect: venue FIX reconnected"))
         await h.until(lambda: h.of(oid, OrderCanceled))

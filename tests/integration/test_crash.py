@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from foxhunt.messages import codec
-from tests.test_durability import journal_facts
+from tests.integration.test_durability import journal_facts
 
 pytestmark = [pytest.mark.postgres, pytest.mark.faults]
 KILLS = 20

@@ -9,7 +9,7 @@ import pytest
 
 from foxhunt import risk
 from foxhunt.core.kernel import Kernel
-from foxhunt.core.risk.gate import PreTradeRisk
+from foxhunt.core.risk.gate import PreTradeGate
 from foxhunt.core.risk.limits import RiskLimits
 from foxhunt.core.risk.var import BookVar
 from foxhunt.messages.base import parse_fixed as d
@@ -46,7 +46,7 @@ def submit(k: Kernel, qty: str, side: Side = Side.BUY) -> str:
 
 
 def test_the_gate_waits_for_history_then_denies_what_breaches_and_passes_what_reduces():
-    gate = PreTradeRisk(RiskLimits(max_var=Decimal(500), var_window=20, var_confidence=0.9, collar_bps=None,
+    gate = PreTradeGate(RiskLimits(max_var=Decimal(500), var_window=20, var_confidence=0.9, collar_bps=None,
                                    max_orders_per_window=None, max_messages_per_second=None), INSTRUMENTS)
     k = Kernel(INSTRUMENTS, [], gate)
     k.handle(1, quote(0, "1.09990", "1.10010"))

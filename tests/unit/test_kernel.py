@@ -261,13 +261,13 @@ def test_a_strategy_that_never_stops_asking_is_stopped():
 
 def test_same_inputs_give_byte_identical_outputs():
     from foxhunt.adapters.feeds.synthetic import SyntheticFeed
-    from foxhunt.core.risk.gate import PreTradeRisk
+    from foxhunt.core.risk.gate import PreTradeGate
     from foxhunt.core.risk.limits import RiskLimits
     from foxhunt.core.strategies import StrategyParams, build_strategy
     from tests.fakes import INSTRUMENTS, Clock
 
     def run() -> list[bytes]:
-        k = Kernel(INSTRUMENTS, [build_strategy(StrategyParams())], PreTradeRisk(RiskLimits(), INSTRUMENTS))
+        k = Kernel(INSTRUMENTS, [build_strategy(StrategyParams())], PreTradeGate(RiskLimits(), INSTRUMENTS))
         out = []
         for seq, q in enumerate(SyntheticFeed(3, 5000, INSTRUMENTS["EURUSD"], d("1.1"), Clock()), 1):
             out.extend(codec.encode(e) for e in k.handle(seq, q).derived)
@@ -313,12 +313,12 @@ def test_a_limit_changed_by_an_operator_applies_from_that_point_and_a_bad_one_is
 
 def test_equity_breakers_trip_once_and_wait_for_the_next_day_after_an_operator_resumes():
     from foxhunt.core.risk.breakers import DAY_NS
-    from foxhunt.core.risk.gate import PreTradeRisk
+    from foxhunt.core.risk.gate import PreTradeGate
     from foxhunt.core.risk.limits import RiskLimits
     from foxhunt.messages.orders import OrderFilled
     from tests.fakes import INSTRUMENTS
 
-    k = Kernel(INSTRUMENTS, [], PreTradeRisk(RiskLimits(max_daily_loss=Decimal("100"), breaker_action="reduce"), INSTRUMENTS))
+    k = Kernel(INSTRUMENTS, [], PreTradeGate(RiskLimits(max_daily_loss=Decimal("100"), breaker_action="reduce"), INSTRUMENTS))
     k.handle(1, quote(10, "1.09990", "1.10010"))
     k.requests.append(SubmitOrder(ts_event=10, ts_init=10, order_id="b", strategy_id="s", symbol="EURUSD",
                                   side=Side.BUY, order_type=OrderType.MARKET, quantity=d("100000")))
@@ -335,12 +335,12 @@ def test_equity_breakers_trip_once_and_wait_for_the_next_day_after_an_operator_r
 
 
 def test_repeated_executions_halt_trading():
-    from foxhunt.core.risk.gate import PreTradeRisk
+    from foxhunt.core.risk.gate import PreTradeGate
     from foxhunt.core.risk.limits import RiskLimits
     from foxhunt.messages.orders import OrderPartiallyFilled
     from tests.fakes import INSTRUMENTS
 
-    k = Kernel(INSTRUMENTS, [], PreTradeRisk(RiskLimits(max_repeated_executions=3), INSTRUMENTS))
+    k = Kernel(INSTRUMENTS, [], PreTradeGate(RiskLimits(max_repeated_executions=3), INSTRUMENTS))
     k.handle(1, quote(10, "1.09990", "1.10010"))
     k.requests.append(SubmitOrder(ts_event=10, ts_init=10, order_id="b", strategy_id="s", symbol="EURUSD",
                                   side=Side.BUY, order_type=OrderType.MARKET, quantity=d("10000")))
@@ -355,12 +355,12 @@ def test_repeated_executions_halt_trading():
 
 
 def test_a_breaker_halt_is_the_kill_switch_and_cancels_working_orders():
-    from foxhunt.core.risk.gate import PreTradeRisk
+    from foxhunt.core.risk.gate import PreTradeGate
     from foxhunt.core.risk.limits import RiskLimits
     from foxhunt.messages.orders import OrderPartiallyFilled
     from tests.fakes import INSTRUMENTS
 
-    k = Kernel(INSTRUMENTS, [], PreTradeRisk(RiskLimits(max_repeated_executions=1), INSTRUMENTS))
+    k = Kernel(INSTRUMENTS, [], PreTradeGate(RiskLimits(max_repeated_executions=1), INSTRUMENTS))
     k.handle(1, quote(10, "1.09990", "1.10010"))
     k.requests.append(SubmitOrder(ts_event=10, ts_init=10, order_id="b", strategy_id="s", symbol="EURUSD",
                                   side=Side.BUY, order_type=OrderType.MARKET, quantity=d("10000")))
@@ -372,13 +372,13 @@ def test_a_breaker_halt_is_the_kill_switch_and_cancels_working_orders():
 
 
 def test_the_volatility_breaker_pauses_an_instrument_and_resumes_it_when_calm():
-    from foxhunt.core.risk.gate import PreTradeRisk
+    from foxhunt.core.risk.gate import PreTradeGate
     from foxhunt.core.risk.limits import RiskLimits
     from foxhunt.messages.system import InstrumentStateChanged
     from tests.fakes import INSTRUMENTS
 
     limits = RiskLimits(max_realized_vol_bps=50, vol_window=4, vol_sample_ms=1000)
-    k = Kernel(INSTRUMENTS, [], PreTradeRisk(limits, INSTRUMENTS))
+    k = Kernel(INSTRUMENTS, [], PreTradeGate(limits, INSTRUMENTS))
     second = 1_000_000_000
     events = []
     mids = ["1.1000", "1.1000", "1.1000", "1.1000", "1.1000", "1.1110", "1.0990", "1.1110", "1.0990"]  # ~1% swings
@@ -398,12 +398,12 @@ def test_the_volatility_breaker_pauses_an_instrument_and_resumes_it_when_calm():
 
 
 def test_market_wide_halts_by_level_and_resume_by_themselves_only_below_level_three():
-    from foxhunt.core.risk.gate import PreTradeRisk
+    from foxhunt.core.risk.gate import PreTradeGate
     from foxhunt.core.risk.limits import RiskLimits
     from foxhunt.messages.market import Instrument
 
     instruments = {"SPX": Instrument(symbol="SPX", tick_size=d("0.01"), lot_size=d("1"), currency="USD")}
-    k = Kernel(instruments, [], PreTradeRisk(RiskLimits(market_index="SPX", market_halt_minutes=15), instruments))
+    k = Kernel(instruments, [], PreTradeGate(RiskLimits(market_index="SPX", market_halt_minutes=15), instruments))
     minute = 60_000_000_000
 
     def at(t: int, mid: str) -> list:
@@ -433,14 +433,14 @@ def test_a_market_index_that_is_not_an_instrument_is_a_config_error():
 
 
 def test_price_bands_deny_orders_outside_and_pause_an_instrument_that_stays_outside():
-    from foxhunt.core.risk.gate import PreTradeRisk
+    from foxhunt.core.risk.gate import PreTradeGate
     from foxhunt.core.risk.limits import RiskLimits
     from foxhunt.messages.market import Instrument
 
     instruments = {"ACME": Instrument(symbol="ACME", tick_size=d("0.01"), lot_size=d("1"), currency="USD")}
     limits = RiskLimits(band_tier=1, band_pause_seconds=15, band_pause_minutes=5, band_utc_offset_minutes=0,
                         collar_bps=None)
-    k = Kernel(instruments, [], PreTradeRisk(limits, instruments))
+    k = Kernel(instruments, [], PreTradeGate(limits, instruments))
     noon = 12 * 3_600_000_000_000
     second = 1_000_000_000
 
