@@ -48,7 +48,10 @@ class Connection:
 
     def ask(self, argv: list[str]) -> Reply:
         try:
-            self.sock.sendall(protocol.frame(Request(argv=argv)))
+            try:
+                self.sock.sendall(protocol.frame(Request(argv=argv)))
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the daemon answered (a refusal) and closed before it read the request: its answer counts
             header = self._exactly(protocol.HEADER.size)
             return protocol.decode_reply(self._exactly(protocol.frame_length(header)))
         except ProtocolError as e:

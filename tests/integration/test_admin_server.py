@@ -131,6 +131,37 @@ async def test_a_user_who_is_not_allowed_is_refused_by_peer_credentials(tmp_path
     assert handler.calls == []
 
 
+def test_the_client_reads_a_refusal_sent_before_the_daemon_read_its_request(tmp_path):
+    """A refused peer is answered and closed at once; a client whose request goes out after that close gets
+    a broken pipe, and must still show the daemon's answer, not the pipe (admin/client.py, Connection.ask)."""
+    import threading
+    import time
+
+    from foxhunt.admin.client import Connection
+
+    path = tmp_path / "r.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    def refuse() -> None:
+        peer, _ = listener.accept()
+        with peer:
+            peer.sendall(protocol.frame(protocol.Reply(ok=False, error="permission denied for user nobody")))
+
+    refuser = threading.Thread(target=refuse)
+    refuser.start()
+    conn = Connection(path, timeout=5)
+    refuser.join()
+    time.sleep(0.05)  # the daemon's side is closed before the request is sent
+    try:
+        reply = conn.ask(["kill", "--reason", "let me in"])
+    finally:
+        conn.close()
+        listener.close()
+    assert not reply.ok and reply.error == "permission denied for user nobody"
+
+
 async def test_group_mode_and_allowed_groups(tmp_path):
     group = grp.getgrgid(os.getegid()).gr_name
     policy = ServerPolicy(path=tmp_path / "c.sock", group=group, access=Access.resolve([another_user()], [group]))
