@@ -73,7 +73,7 @@ class VenueHarness:
         """The venue running and publishing on a bus that this harness reads, connected and reconciled
         (unless `connect` is false); stopped (and disconnected) on the way out."""
         send, receive = anyio.create_memory_object_stream[Input](DEFAULT_CAPACITY)
-        async with anyio.create_task_group() as tg:
+        async with send, receive, anyio.create_task_group() as tg:
             tg.start_soon(self.consume, receive)
             await tg.start(self.venue.run, send)
             if connect:

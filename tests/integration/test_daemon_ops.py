@@ -90,11 +90,12 @@ def place():
 def start(cli_env, place: Path, journal: str, n: int) -> tuple[subprocess.Popen, Path]:
     log = place / f"daemon-{n}.log"
     env = {**cli_env, "NOTIFY_SOCKET": str(place / "notify"), "WATCHDOG_USEC": "2000000"}
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "foxhunt", "run", "--journal", journal, "--config", str(place / "foxhunt.toml"),
-         "--feed", f"synthetic:seed={n},n=1000000000,rate=2000", "--log-level", "info"],
-        env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"),
-    )
+    with log.open("w") as stderr:  # the daemon's own copy stays open; the test's is closed here
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "foxhunt", "run", "--journal", journal, "--config", str(place / "foxhunt.toml"),
+             "--feed", f"synthetic:seed={n},n=1000000000,rate=2000", "--log-level", "info"],
+            env=env, stdout=subprocess.DEVNULL, stderr=stderr,
+        )
     return daemon, log
 
 
@@ -209,6 +210,7 @@ def test_the_daemon_under_systemd_and_an_operator(cli_env, pg_dsn, journal_name,
         if daemon.poll() is None:
             daemon.kill()
             daemon.wait()
+        notes.sock.close()
 
     messages = journal_messages(pg_dsn, journal_name)
     commands = [m for m in messages if type(m).__name__ == "AdminCommand"]

@@ -53,9 +53,9 @@ def test_the_database_going_away_halts_trading_and_the_journal_resumes_gap_free(
     tail = None
     try:
         wait_for_events(pg_dsn, journal_name, 2000)
-        followed_file = (tmp_path / "followed.txt").open("w")
-        tail = subprocess.Popen([*cmd, "journal", "tail", journal_name, "-n", "100000000", "--follow"],
-                                env=cli_env, stdout=followed_file, stderr=subprocess.DEVNULL, text=True)
+        with (tmp_path / "followed.txt").open("w") as followed_file:  # the follower's copy stays open
+            tail = subprocess.Popen([*cmd, "journal", "tail", journal_name, "-n", "100000000", "--follow"],
+                                    env=cli_env, stdout=followed_file, stderr=subprocess.DEVNULL, text=True)
         deadline = time.monotonic() + 30  # the follower is connected and following before the database goes
         while not (tmp_path / "followed.txt").read_text():
             assert time.monotonic() < deadline and tail.poll() is None, "the follower did not start"

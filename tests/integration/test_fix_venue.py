@@ -105,6 +105,9 @@ class Exchange:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+                self.proc.wait()
+            self.proc.stdout.close()
+            self.proc.stderr.close()
             self.proc = None
 
 
@@ -489,14 +492,15 @@ class RawCounterparty(threading.Thread):
             conn.close()
             self.server.close()  # and refuse to be reached again
             return
-        conn.sendall(fix_message([*self.header(1, "A"), (98, "0"), (108, "5")]))
-        for seq, make in self.messages:
-            conn.sendall(make(seq, self.header))
-        try:
-            while chunk := conn.recv(4096):
-                self.received += chunk
-        except OSError:
-            pass
+        with conn, self.server:
+            conn.sendall(fix_message([*self.header(1, "A"), (98, "0"), (108, "5")]))
+            for seq, make in self.messages:
+                conn.sendall(make(seq, self.header))
+            try:
+                while chunk := conn.recv(4096):
+                    self.received += chunk
+            except OSError:
+                pass
 
 
 async def test_malformed_and_unexpected_messages_from_the_counterparty_do_not_crash_anything(tmp_path):

@@ -328,6 +328,7 @@ def test_the_daemon_trades_on_ibs_market_data_and_its_journal_verifies(cli_env, 
     finally:
         server.stdin.close()
         server.wait(10)
+        server.stdout.close()
     assert run.returncode == 0, run.stderr[-3000:]
     summary = json.loads(run.stdout)
     assert summary["fills"] > 0 and summary["inputs"] > 100, summary

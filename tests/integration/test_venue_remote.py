@@ -19,7 +19,7 @@ def report(i: int) -> VenueConnected:
 async def test_a_report_is_on_the_bus_when_emit_returns_while_the_bus_has_room():
     bus, reader = anyio.create_memory_object_stream(10)
     reports = Reports()
-    async with anyio.create_task_group() as tg:
+    async with bus, reader, anyio.create_task_group() as tg:
         tg.start_soon(reports.pump, bus)
         await anyio.wait_all_tasks_blocked()
         reports.emit(report(1))
@@ -32,7 +32,7 @@ async def test_reports_wait_in_order_for_a_full_bus_and_none_is_dropped():
     reports = Reports()
     for i in range(3):  # before the venue runs: they wait
         reports.emit(report(i))
-    async with anyio.create_task_group() as tg:
+    async with bus, reader, anyio.create_task_group() as tg:
         tg.start_soon(reports.pump, bus)
         await anyio.wait_all_tasks_blocked()
         for i in range(3, 10):  # the bus is full: these queue behind the one the pump is waiting to put
@@ -52,7 +52,7 @@ async def test_a_bus_that_nobody_reads_any_more_ends_the_venue_with_an_error():
     reader.close()
     reports = Reports()
     reports.emit(report(1))  # does not raise in the callback that emits it
-    with pytest.raises(anyio.BrokenResourceError), anyio.fail_after(5):
+    with bus, pytest.raises(anyio.BrokenResourceError), anyio.fail_after(5):
         await reports.pump(bus)
 
 
