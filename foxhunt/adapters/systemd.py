@@ -38,6 +38,12 @@ class Notifier:
     def enabled(self) -> bool:
         return bool(self.address)
 
+    def close(self) -> None:
+        """Close the socket the datagrams go out on (the next notify opens it again)."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
     def notify(self, **fields: str) -> None:
         """Send one datagram, e.g. notify(READY="1", STATUS="trading")."""
         if not self.address:

@@ -190,6 +190,7 @@ async def run_daemon(
     started = time.perf_counter()
     structlog.contextvars.bind_contextvars(journal=req.journal)
     async with contextlib.AsyncExitStack() as resources:
+        resources.callback(ops.notifier.close)
         if ops.telemetry is not None:
             resources.callback(ops.telemetry.shutdown)
         journal = await resources.enter_async_context(

@@ -181,6 +181,7 @@ def test_archiving_while_the_daemon_writes_loses_nothing(cli_env, pg_dsn, journa
     finally:
         daemon.kill()
         daemon.wait()
+        daemon.stderr.close()
     assert last_seq(pg_dsn, journal_name) > 12000
     partitions.restore(pg_dsn, journal_name)
     with psycopg.connect(pg_dsn) as conn:

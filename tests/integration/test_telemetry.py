@@ -127,6 +127,7 @@ def test_otlp_export_reaches_the_endpoint_named_by_the_environment(monkeypatch):
                   paper_operations(telemetry=tel))  # shuts telemetry down at the end: everything is flushed
     finally:
         server.shutdown()
+        server.server_close()
     paths = {path for path, _, _ in received}
     assert paths == {"/v1/traces", "/v1/metrics"}, received
     assert all(kind == "application/x-protobuf" and size > 0 for _, kind, size in received)

@@ -102,6 +102,7 @@ def test_notifier_sends_ready_status_watchdog_and_stopping_datagrams(notify_sock
     assert not n.heartbeat_due() and 1.5 < n.seconds_to_heartbeat() <= 2.0
     n.stopping("bye")
     assert sock.recv(4096) == b"STOPPING=1\nSTATUS=bye"
+    n.close()
 
 
 def test_notifier_reaches_an_abstract_socket_and_heartbeats_only_status_without_a_watchdog():
@@ -113,6 +114,7 @@ def test_notifier_reaches_an_abstract_socket_and_heartbeats_only_status_without_
         n = Notifier({"NOTIFY_SOCKET": "@" + name})
         n.heartbeat("ok")
         assert sock.recv(4096) == b"STATUS=ok"
+        n.close()
     finally:
         sock.close()
 
@@ -123,6 +125,7 @@ def test_notifier_is_silent_outside_systemd_and_ignores_a_watchdog_meant_for_ano
     other = Notifier({"NOTIFY_SOCKET": "/nonexistent", "WATCHDOG_USEC": "1000", "WATCHDOG_PID": "1"})
     assert other.watchdog_interval is None
     other.ready("lost")  # a missing socket is logged, never raised
+    other.close()
 
 
 # --- configuration reload ------------------------------------------------------------------------
