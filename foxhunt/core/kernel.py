@@ -234,8 +234,8 @@ class Kernel:
         strategies = [[s.strategy_id, s.digest_state(), list(self.contexts[s.strategy_id].rng.getstate()[1])]
                       for s in self.strategies]
         deciding = [self.gate.digest_state(), self.safeguards.digest_state(), strategies, sorted(self.paused)]
-        state = [self.trading.digest_state(), positions, orders, self.portfolio.max_drawdown, cancels, counts, place, market,
-                 deciding]
+        state = [self.trading.digest_state(), positions, orders, self.portfolio.max_drawdown, cancels, counts, place,
+                 market, deciding]
         return hashlib.sha256(msgspec.msgpack.encode(state)).hexdigest()[:16]
 
     def set_paused(self, strategy_id: str, paused: bool) -> None:
@@ -355,8 +355,8 @@ class Kernel:
         if kind is OrderFilled or kind is OrderPartiallyFilled:
             fill = cast(OrderFilled, report)
             action = TradingState.REDUCING if self.gate.limits.refused_fill_action == "reduce" else TradingState.HALTED
-            self.change_trading(Cause.BREAKER, fill, f"fill {fill.trade_id} of order {fill.order_id} refused: {reason}",
-                                action)
+            cause = f"fill {fill.trade_id} of order {fill.order_id} refused: {reason}"
+            self.change_trading(Cause.BREAKER, fill, cause, action)
         elif kind is OrderReplaced and order is not None:
             cause = f"order {order.order_id} replaced unasked: {reason}"
             self.change_trading(Cause.BREAKER, cast(OrderReplaced, report), cause, TradingState.HALTED)

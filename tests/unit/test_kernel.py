@@ -318,7 +318,8 @@ def test_equity_breakers_trip_once_and_wait_for_the_next_day_after_an_operator_r
     from foxhunt.messages.orders import OrderFilled
     from tests.fakes import INSTRUMENTS
 
-    k = Kernel(INSTRUMENTS, [], PreTradeGate(RiskLimits(max_daily_loss=Decimal("100"), breaker_action="reduce"), INSTRUMENTS))
+    limits = RiskLimits(max_daily_loss=Decimal("100"), breaker_action="reduce")
+    k = Kernel(INSTRUMENTS, [], PreTradeGate(limits, INSTRUMENTS))
     k.handle(1, quote(10, "1.09990", "1.10010"))
     k.requests.append(SubmitOrder(ts_event=10, ts_init=10, order_id="b", strategy_id="s", symbol="EURUSD",
                                   side=Side.BUY, order_type=OrderType.MARKET, quantity=d("100000")))

@@ -2,8 +2,9 @@
 
 Kernels are the `*_nb` functions: plain Python, compiled with explicit signatures by `kernels()` on
 first use (never at import, so importing foxhunt builds nothing), never raising; core/risk/analytics.py
-(public as `foxhunt.risk`) wraps them with the checks that make their numbers meaningful. Conventions: returns are simple returns, losses
-are positive numbers, confidence is the probability of not losing more than the VaR.
+(public as `foxhunt.risk`) wraps them with the checks that make their numbers meaningful. Conventions:
+returns are simple returns, losses are positive numbers, confidence is the probability of not losing more
+than the VaR.
 """
 
 from __future__ import annotations
