@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ import structlog
 
 import foxhunt
 from foxhunt import config
+from foxhunt.adapters.feeds import is_live, open_feed
 from foxhunt.adapters.journal import pg_partitions as partitions
 from foxhunt.adapters.journal.discard import DiscardingJournal
 from foxhunt.adapters.journal.pg import migrate
@@ -25,11 +27,13 @@ from foxhunt.adapters.venues.wire_log import WireLoggedVenue
 from foxhunt.admin.server import Access, ServerPolicy
 from foxhunt.config import Config, TradingConfig
 from foxhunt.core.kernel import BEHAVIOUR, Kernel
-from foxhunt.errors import ConfigError, JournalArchived, JournalError, JournalMismatch
+from foxhunt.errors import ConfigError, InputError, JournalArchived, JournalError, JournalMismatch
+from foxhunt.messages.base import Input
 from foxhunt.messages.system import TradingState
 from foxhunt.ports import Clock, JournalStore, Snapshot, Venue
 from foxhunt.runtime import replay, snapshots
-from foxhunt.runtime.daemon import Operations
+from foxhunt.runtime.clock import EventClock, WallClock
+from foxhunt.runtime.daemon import Operations, RunRequest, StartupSignals
 from foxhunt.runtime.reconfigure import kernel_config
 from foxhunt.runtime.recovery import Recovery, VenueFactory, snapshot
 
@@ -179,6 +183,33 @@ def operations(cfg: Config, journal: str, config_path: str | None = None) -> Ope
     return Operations(venue=venue, notifier=Notifier(), admin=admin, telemetry=tel,
                       reread_config=lambda: config.load(config_path),
                       config_source=config_path or "(defaults and environment)")
+
+
+def run_request(cfg: Config, journal: str, feed_spec: str | None, clock_name: str | None, on_bad_row: str,
+                max_events: int | None, duration: float | None, startup_signals: StartupSignals) -> RunRequest:
+    """What `foxhunt run` asks of the daemon: the feed its spec names (`[run] feed` without one), on the
+    clock the run is stamped with: the feed's own time for a record, the wall clock for a live feed (none, or
+    synthetic with a rate), unless `clock_name` says."""
+    spec = feed_spec or cfg.run.feed
+    live = is_live(spec)
+    if clock_name == "wall" and not live:
+        # the strategies see the record's time, the throttles measure in real time: a record read at
+        # thousands of quotes a second asks for orders far faster than any throttle lets through
+        log.warning("wall_clock_on_a_record", feed=spec, detail="the order throttles measure on the wall clock:"
+                    " a record read as fast as it can be meets them")
+    clock = WallClock() if (clock_name or ("wall" if live else "feed")) == "wall" else EventClock()
+    feed = open_feed(spec, cfg.trading().build_instruments(), clock, on_bad_row)
+    return RunRequest(journal, feed, clock, max_events, duration, feed_rate=getattr(feed, "rate", None),
+                      startup_signals=startup_signals)
+
+
+def ingest_feed(cfg: Config, file: str, on_bad_row: str) -> Iterable[Input]:
+    """What `foxhunt ingest FILE` loads: a CSV file (or a feed spec), on the feed's own time."""
+    spec = file if file.startswith(("csv:", "synthetic:")) or file == "none" else f"csv:{file}"
+    feed = open_feed(spec, cfg.trading().build_instruments(), EventClock(), on_bad_row)
+    if feed is None:
+        raise InputError("ingest needs a feed to load: a CSV file or a synthetic:... spec, not none")
+    return feed
 
 
 def paper_operations(telemetry: Telemetry | None = None) -> Operations:

@@ -19,13 +19,11 @@ import msgspec
 import structlog
 
 from foxhunt import bootstrap, config
-from foxhunt.adapters.feeds import is_live, open_feed
 from foxhunt.admin import client as admin_client
-from foxhunt.errors import ConfigError, FoxhuntError, InputError, VerificationFailed
+from foxhunt.errors import ConfigError, FoxhuntError, VerificationFailed
 from foxhunt.observability import logging as fh_logging
 from foxhunt.runtime import replay
-from foxhunt.runtime.clock import EventClock, WallClock
-from foxhunt.runtime.daemon import RunRequest, StartupSignals, run_daemon
+from foxhunt.runtime.daemon import StartupSignals, run_daemon
 from foxhunt.runtime.ingest import ingest
 from foxhunt.runtime.recovery import trading_config
 
@@ -153,22 +151,10 @@ def _run_async(fn, *args):
 
 def cmd_run(args: argparse.Namespace, cfg: config.Config) -> int:
     startup_signals = StartupSignals().install()  # before anything that opens the journal or its database
-    spec = args.feed or cfg.run.feed
-    live = is_live(spec)
-    if args.clock == "wall" and not live:
-        # the strategies see the record's time, the throttles measure in real time: a record read at
-        # thousands of quotes a second asks for orders far faster than any throttle lets through
-        log.warning("wall_clock_on_a_record", feed=spec,
-                    detail="the order throttles measure on the wall clock: a record read as fast as it can be meets them")
-    clock = WallClock() if (args.clock or ("wall" if live else "feed")) == "wall" else EventClock()
-    instruments = cfg.trading().build_instruments()
-    feed = open_feed(spec, instruments, clock, args.on_bad_row)
+    request = bootstrap.run_request(cfg, args.journal, args.feed, args.clock, args.on_bad_row, args.max_events,
+                                    args.duration, startup_signals)
     ops = bootstrap.operations(cfg, args.journal, args.config)
     dsn = bootstrap.resolve_dsn(cfg)
-    request = RunRequest(
-        args.journal, feed, clock, args.max_events, args.duration,
-        feed_rate=getattr(feed, "rate", None), startup_signals=startup_signals,
-    )
 
     async def go():
         store = await bootstrap.open_store(cfg, dsn)
@@ -194,10 +180,7 @@ def cmd_replay(args: argparse.Namespace, cfg: config.Config) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace, cfg: config.Config) -> int:
-    spec = args.file if args.file.startswith(("csv:", "synthetic:")) or args.file == "none" else f"csv:{args.file}"
-    feed = open_feed(spec, cfg.trading().build_instruments(), EventClock(), args.on_bad_row)
-    if feed is None:
-        raise InputError("ingest needs a feed to load: a CSV file or a synthetic:... spec, not none")
+    feed = bootstrap.ingest_feed(cfg, args.file, args.on_bad_row)
     dsn = bootstrap.resolve_dsn(cfg)
 
     async def go():
