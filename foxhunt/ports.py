@@ -175,7 +175,7 @@ class OrderView(Protocol):
     def unacknowledged(self) -> bool: ...  # sent, and not yet acknowledged by the venue (nor answered)
 
 
-# the kernel's orders by id: the open ones and the orders.CLOSED_KEPT most recently closed
+# the kernel's orders by id: the open ones and the CLOSED_KEPT (messages/orders.py) most recently closed
 OrderViews = Callable[[], Mapping[str, OrderView]]
 
 
