@@ -106,7 +106,8 @@ def fix_venue(cfg: Config) -> VenueFactory:
         logon = f.logon(os.environ)
     except ValueError as e:
         raise ConfigError(f"fix.{e}") from e
-    # the message log holds every message as sent, the Logon's password included: for the daemon's user only
+    # quickfix's message log and store hold every message as sent; the Logon's password is overwritten there
+    # (adapters/venues/fix/session.py, `redact`), and the directory is the daemon's user's only all the same
     base = state_dir(cfg) / "fix"
     base.mkdir(mode=0o700, parents=True, exist_ok=True)
     base.chmod(0o700)

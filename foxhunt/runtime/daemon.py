@@ -34,6 +34,7 @@ import contextlib
 import math
 import os
 import pwd
+import resource
 import signal
 import time
 from collections import deque
@@ -185,6 +186,9 @@ class _Control:
 async def run_daemon(
     store: JournalStore, cfg: Config, req: RunRequest, fingerprint: dict[str, str], ops: Operations
 ) -> dict:
+    # no core dump: it would hold what the process holds, the FIX Logon's password among it (the unit file
+    # says LimitCORE=0 too, for a crash before this line)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     trading = cfg.trading()
     control = _Control()
     started = time.perf_counter()

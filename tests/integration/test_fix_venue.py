@@ -562,6 +562,33 @@ async def test_the_logon_carries_the_configured_credentials_and_fields(tmp_path,
     else:  # quickfix retries every ReconnectInterval
         assert refused and all(text.endswith("bad username or password") for text in refused), refused
     assert any(isinstance(e, VenueConnected) for e in h.events) == (password == "s3cret")
+    assert written_with(tmp_path, password.encode()) == []  # nothing of ours holds it; the exchange's log does
+    assert from_us(ex.log, "A", f"554={password}") >= 1
+
+
+def written_with(base: Path, secret: bytes) -> list[str]:
+    """Every file under `base`, the exchange's own files apart, that holds `secret`."""
+    ours = [p for p in base.rglob("*") if p.is_file() and not p.relative_to(base).parts[0].startswith("exch-")]
+    assert any(p.name.endswith(".messages.current.log") for p in ours)  # the session did write its log
+    return [str(p) for p in ours if secret in p.read_bytes()]
+
+
+async def test_a_password_a_killed_process_left_in_quickfixs_files_is_overwritten_at_the_next_start(tmp_path):
+    """A process killed between writing its Logon and the counterparty's answer leaves the password in the
+    message log and the store: the next engine overwrites it before it starts, and its own after the logon."""
+    with Exchange(tmp_path, credentials="desk:s3cret") as ex:
+        (tmp_path / "log").mkdir()
+        left = tmp_path / "log" / "FIX.4.4-FOXHUNT-EXCH.messages.backup.1.log"
+        left.write_bytes(b"20261202-10:00:00.000 : 8=FIX.4.4\x019=70\x0135=A\x01553=desk\x01554=s3cret\x01"
+                         b"925=n3w\x0110=000\x01\n")
+        h = Harness(tmp_path, ex.port, logon=[(553, "desk"), (554, "s3cret")])
+        async with h.running():
+            assert b"s3cret" not in left.read_bytes() and b"n3w" not in left.read_bytes()
+            assert b"\x01554=******\x01925=***\x01" in left.read_bytes()  # the same length: nothing moved
+            assert written_with(tmp_path, b"s3cret") == []  # this session's Logon too, once answered
+            oid = h.submit()
+            await h.until(lambda: h.of(oid, OrderFilled))
+    assert written_with(tmp_path, b"s3cret") == []
 
 
 async def test_an_order_the_counterparty_asks_us_to_resend_is_not_sent_twice(tmp_path):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import re
 import sys
 import threading
 import time
@@ -52,6 +53,16 @@ _POSS_DUP = f"{parsing.SOH}43=Y{parsing.SOH}"  # PossDupFlag(43)=Y: quickfix is 
 # counterparty's message, which under FIX counts as processed and is never sent again (FixVenue._sent_admin)
 _JOURNALED_ADMIN = frozenset({"2", "3", "4", "5"})
 _ORDER_TYPES = tuple(f"{parsing.SOH}35={t}{parsing.SOH}" for t in "DFG")  # NewOrderSingle, cancel, replace
+# Password(554) and NewPassword(925): the secrets a Logon carries. quickfix writes every message it sends,
+# our Logon included, to its message log and its message store, and has no setting that leaves a field out;
+# a log of our own (a Python quickfix.Log) would cost a call into Python for every message. So foxhunt
+# overwrites their values with asterisks, in place (the files keep their length, quickfix keeps appending),
+# once per logon: when the counterparty answers it or the attempt ends, before any other message is
+# exchanged; and every file of the session's log and store when the engine starts (what a killed process
+# left) and stops. Nothing per message.
+_SECRET = re.compile(rb"\x01(?:554|925)=([^\x01\n]*)")
+REDACT_TAIL = 1 << 20  # bytes at the end of each file searched at a logon: the Logon was written last
+_CHUNK = 8 << 20
 
 
 def settings_text(*, sender: str, target: str, host: str, port: int, heartbeat_s: int, reconnect_s: int,
@@ -82,6 +93,28 @@ def settings_text(*, sender: str, target: str, host: str, port: int, heartbeat_s
         f"SocketConnectPort={port}",
         "",
     ])
+
+
+def redact(path: Path, tail_bytes: int | None = None) -> int:
+    """Overwrite every Password(554) and NewPassword(925) value in `path` (its last `tail_bytes`, or all of
+    it) with asterisks of the same length, in place; return how many it overwrote."""
+    done = 0
+    with path.open("r+b") as f:
+        size = f.seek(0, 2)
+        at = 0 if tail_bytes is None else max(0, size - tail_bytes)
+        while at < size:
+            f.seek(at)
+            chunk = f.read(min(_CHUNK, size - at))
+            for found in _SECRET.finditer(chunk):
+                start, end = found.span(1)
+                if chunk[start:end].strip(b"*") and end < len(chunk):  # a value cut by the chunk's end: next one
+                    f.seek(at + start)
+                    f.write(b"*" * (end - start))
+                    done += 1
+            if at + len(chunk) >= size:
+                break
+            at += len(chunk) - 4096  # the chunks overlap by more than a field's length
+    return done
 
 
 def bundled_fix44() -> Path:
@@ -181,6 +214,7 @@ class FixEngine:
         self.session_id = fix.SessionID("FIX.4.4", sender, target)
         self.target = target
         self.log_dir: Path | None = None  # quickfix's FileLogPath, read from the settings at start()
+        self.store_dir: Path | None = None  # its FileStorePath
         self.max_per_second = max_per_second
         self.sent: deque[str] = deque(maxlen=SENT_REMEMBERED)  # raw, oldest first
         self._receive: Callable[[Inbound], None] | None = None
@@ -203,8 +237,11 @@ class FixEngine:
         # thread wants the GIL, since the interval only paces a thread that waits for it
         sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
         settings = fix.SessionSettings(str(self.settings_path))
-        self.log_dir = next((Path(line.split("=", 1)[1]) for line in self.settings_path.read_text().splitlines()
-                             if line.startswith("FileLogPath=")), None)
+        lines = self.settings_path.read_text().splitlines()
+        self.log_dir = next((Path(line.split("=", 1)[1]) for line in lines if line.startswith("FileLogPath=")), None)
+        self.store_dir = next((Path(line.split("=", 1)[1]) for line in lines if line.startswith("FileStorePath=")),
+                              None)
+        self.redact_secrets()  # what a killed process left
         self._app = _Application(self._deliver, self.sent, self.logon)
         self._initiator = fix.SocketInitiator(self._app, fix.FileStoreFactory(settings), settings,
                                               fix.FileLogFactory(settings))
@@ -220,6 +257,14 @@ class FixEngine:
         if self._initiator is not None:
             self._initiator.stop()
             self._initiator = None
+            self.redact_secrets()
+
+    def redact_secrets(self, tail_bytes: int | None = None) -> int:
+        """Overwrite the Logon's secrets in every file of the session's message log and store (see `redact`);
+        `tail_bytes`: only in the end of each, where a Logon just sent was written."""
+        files = [p for d in (self.log_dir, self.store_dir) if d is not None and d.is_dir()
+                 for p in sorted(d.iterdir()) if p.is_file()]
+        return sum(redact(p, tail_bytes) for p in files)
 
     def send(self, msg_type: str, body: list[tuple[int, str]]) -> None:
         """Send now if the rate limit allows and nothing is queued ahead; else queue for the sender thread."""

@@ -44,7 +44,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from foxhunt.adapters.venues.fix import parsing
 from foxhunt.adapters.venues.fix.parsing import FixParseError, Working
-from foxhunt.adapters.venues.fix.session import FixEngine, Inbound
+from foxhunt.adapters.venues.fix.session import REDACT_TAIL, FixEngine, Inbound
 from foxhunt.adapters.venues.recent import RecentSet
 from foxhunt.adapters.venues.reconcile import reconcile
 from foxhunt.adapters.venues.remote import RemoteVenue, Reports
@@ -150,8 +150,10 @@ class FixVenue(RemoteVenue):
         try:
             match kind:
                 case "logon":
+                    self.engine.redact_secrets(REDACT_TAIL)  # our Logon is in quickfix's log and store by now
                     return self._on_logon(ts)
                 case "logout":
+                    self.engine.redact_secrets(REDACT_TAIL)  # also after a logon attempt that failed
                     was_logged_on, self._logged_on = self._logged_on, False
                     self.connected, self._reconciling = False, None
                     if not was_logged_on:  # a logon attempt that failed (quickfix retries every ReconnectInterval):
