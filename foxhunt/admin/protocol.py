@@ -49,7 +49,7 @@ class Spec:
 
 
 COMMANDS: dict[str, Spec] = {
-    "status": Spec("status", "uptime, journal position and lag, event rates, venue sessions, trading state"),
+    "status": Spec("status", "uptime, journal position and lag, event rates, venue sessions, trading state, denials held back"),
     "positions": Spec("positions", "open positions with average price, mark and PnL"),
     "orders": Spec("orders [--open] [-n N]", "the last N orders (default 50); --open: only working ones",
                    flags=("--open",), options=("-n",)),

@@ -11,6 +11,7 @@ checks that it does wherever it hands itself over.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import Protocol
 
 from foxhunt.core.orders import Order, Orders
@@ -43,6 +44,10 @@ class KernelView(Protocol):
     def ts_init(self) -> int: ...
     @property
     def now_ns(self) -> int: ...  # the run's clock: the latest ts_init
+    @property
+    def venues_down(self) -> AbstractSet[str]: ...
+    @property
+    def limits_version(self) -> int: ...  # raised whenever the risk limits are set again
 
 
 class Effects(Protocol):

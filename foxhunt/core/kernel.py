@@ -17,6 +17,7 @@ from foxhunt.core.operator import Operator
 from foxhunt.core.orders import Order, Orders, booked, duplicate, refusal
 from foxhunt.core.portfolio import Portfolio, Position
 from foxhunt.core.risk.gate import PreTradeGate, reference_price
+from foxhunt.core.risk.repeats import NEVER, RepeatedDenials
 from foxhunt.core.risk.safeguards import Safeguards
 from foxhunt.core.step import Step
 from foxhunt.core.strategy import Strategy, StrategyContext
@@ -27,6 +28,7 @@ from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import (
     CancelOrder,
     CommissionReported,
+    DenialsRepeated,
     DuplicateFillIgnored,
     OrderAccepted,
     OrderCanceled,
@@ -97,8 +99,14 @@ MAX_ROUNDS = 1000
 # market-wide breaker of before.) 6: the order and message throttles, the duplicate window and the
 # repeated-execution window measure on the run's clock (the latest ts_init, `now_ns`), not on the ts_event
 # of the input being handled; a fill off its instrument's execution tick is refused; a refused fill
-# tightens to `refused_fill_action` (halt, as before, unless configured to reduce).
-BEHAVIOUR = 6
+# tightens to `refused_fill_action` (halt, as before, unless configured to reduce). 7 (the incident record):
+# a denial that repeats one inside `repeated_denial_window_ms` (same strategy, symbol, request, side and
+# reason) is held back, its request with it, and summarised by a DenialsRepeated when its window closes
+# (core/risk/repeats.py); the strategies hear of every change of the trading state; the reference strategies
+# ask for nothing the state forbids (ema_cross: nothing while HALTED, only towards flat while REDUCING;
+# zscore: enters only while ACTIVE, cancels its resting entries when trading turns REDUCING) and do not ask
+# again for an order the gate denied until something it depended on changed (core/strategy.py).
+BEHAVIOUR = 7
 
 
 PRICE_MAX = INT64_MAX  # market data priced above it (or at or below 0) is flagged, not traded on
@@ -149,6 +157,9 @@ class Kernel:
         self.now_ns = 0
         self.safeguards = Safeguards(gate, instruments, self.portfolio, self)
         self.operator = Operator(self, self.safeguards.breakers)
+        self.repeats = RepeatedDenials(0)  # the denials held back, per window (core/risk/repeats.py)
+        self._repeats_due = NEVER  # repeats.due_ns, as a native int: every input compares the clock with it
+        self.limits_version = 0
         self.follow_limits()
         self._order_counter = 0
         # scratch lists reused for every input (copied out only when something was derived): most quotes
@@ -177,7 +188,7 @@ class Kernel:
             JournalRecovered: self._on_journal_recovered,
             VenueConnected: self._on_venue_connected,
             VenueDisconnected: self._on_venue_disconnected,
-            RunStopped: _ignore,
+            RunStopped: self._on_run_stopped,
             FeedGap: _ignore,
             ClockHeld: _ignore,
             VenueSessionEvent: _ignore,
@@ -199,6 +210,8 @@ class Kernel:
         if handler is None:
             raise KernelError(f"kernel does not handle {type(msg).__name__}")
         try:
+            if self.now_ns >= self._repeats_due:  # a window of held-back denials has ended: its summary
+                self._close_repeats(msg, self.now_ns)
             handler(msg)
             if self.requests:
                 self._drain_requests()
@@ -231,9 +244,10 @@ class Kernel:
         place = [self.seq, self.run.run_id if self.run is not None else None, self.now_ns]
         market = sorted(self.market.items())
         # what else decides: the gate's engine, the breakers, each strategy's own state and random generator
-        strategies = [[s.strategy_id, s.digest_state(), list(self.contexts[s.strategy_id].rng.getstate()[1])]
-                      for s in self.strategies]
-        deciding = [self.gate.digest_state(), self.safeguards.digest_state(), strategies, sorted(self.paused)]
+        strategies = [[s.strategy_id, s.digest_state(), list(self.contexts[s.strategy_id].rng.getstate()[1]),
+                       self.contexts[s.strategy_id].digest_state()] for s in self.strategies]
+        deciding = [self.gate.digest_state(), self.safeguards.digest_state(), strategies, sorted(self.paused),
+                    self.repeats.digest_state()]
         state = [self.trading.digest_state(), positions, orders, self.portfolio.max_drawdown, cancels, counts, place,
                  market, deciding]
         return hashlib.sha256(msgspec.msgpack.encode(state)).hexdigest()[:16]
@@ -247,8 +261,10 @@ class Kernel:
     def follow_limits(self) -> None:
         """What the quote path must do depends on which limits are on; decided here, once per change."""
         limits = self.gate.limits
+        self.limits_version += 1  # what a strategy's memory of a denial depended on (core/strategy.py)
         self.portfolio.set_track_gross(limits.max_gross_exposure is not None or limits.credit_limit is not None)
         self.safeguards.follow_limits()
+        self.repeats.window_ns = limits.repeated_denial_window_ms * 1_000_000  # open windows keep their end
         if self.gate.exposure_on:  # the marks the account's exposure is valued at, from now on kept current
             for symbol, data in self.market.items():
                 self.gate.on_reference(symbol, reference_price(data, 0)[0])
@@ -256,6 +272,7 @@ class Kernel:
     @property
     def state(self) -> TradingState:
         return self.trading.state
+
 
     # --- what the kernel's parts may do (core/effects.py) ------------------------------------------
 
@@ -563,28 +580,59 @@ class Kernel:
             self._commands.append(cmd)
 
     def _verdict(self, cmd: SubmitOrder | CancelOrder | ReplaceOrder, denial: tuple[str, str] | None) -> None:
+        order = self.orders.by_id.get(cmd.order_id)
         if denial is None:
             event: OrderSubmitted | OrderDenied = OrderSubmitted(
                 ts_event=cmd.ts_event, ts_init=cmd.ts_init, order_id=cmd.order_id, symbol=cmd.symbol
             )
             self._commands.append(cmd)
+            self._derived.append(event)
         else:
             event = OrderDenied(ts_event=cmd.ts_event, ts_init=cmd.ts_init, order_id=cmd.order_id,
                                 symbol=cmd.symbol, reason=denial[0], detail=denial[1])
-        self._derived.append(event)
-        order = self.orders.by_id.get(cmd.order_id)
+            kind = type(cmd)
+            if kind is SubmitOrder:
+                key = (cast(SubmitOrder, cmd).strategy_id, cmd.symbol, "SubmitOrder", cast(SubmitOrder, cmd).side.value,
+                       denial[0])
+            else:
+                key = (order.strategy_id if order is not None else "", cmd.symbol, kind.__name__,
+                       order.side.value if order is not None else "", denial[0])
+            if not self.repeats.held(key, cmd.order_id, self.now_ns):
+                self._derived.append(event)
+                self._repeats_due = self.repeats.due_ns
+            elif self._derived and self._derived[-1] is cmd:  # the request, recorded as it came: held back too
+                self._derived.pop()
+            else:
+                raise KernelError(f"the denied {kind.__name__} {cmd.order_id} is not the last event derived")
+            if kind is SubmitOrder:
+                ctx = self.contexts.get(cast(SubmitOrder, cmd).strategy_id)
+                if ctx is not None:  # its strategy remembers what it asked in vain (core/strategy.py)
+                    ctx.remember_denial(cast(SubmitOrder, cmd))
         if order is not None:  # a cancel or replace naming no order is denied, and that is all
             self._on_order_event(event, order)
+
+    def _close_repeats(self, msg: Input, now_ns: int) -> None:
+        """Summarise the windows of held-back denials that end by `now_ns` (NEVER: all), as events of `msg`."""
+        for (strategy_id, symbol, request, side, reason), w in self.repeats.close(now_ns):
+            self._derived.append(DenialsRepeated(
+                ts_event=msg.ts_event, ts_init=msg.ts_init, strategy_id=strategy_id, symbol=symbol, request=request,
+                side=side, reason=reason, repeats=w.repeats, first_order_id=w.first_order_id,
+                last_order_id=w.last_order_id, since_ns=w.since_ns))
+        self._repeats_due = self.repeats.due_ns
 
     # --- system ----------------------------------------------------------------------------------
 
     def _on_run_started(self, msg: RunStarted) -> None:
+        self._close_repeats(msg, NEVER)  # a run that was killed left its windows open
         self.run = msg
         self.seed = msg.seed
         for s in self.strategies:
             ctx = self.contexts[s.strategy_id]
             ctx.seed(msg.seed)
             s.on_start(ctx)
+
+    def _on_run_stopped(self, msg: RunStopped) -> None:
+        self._close_repeats(msg, NEVER)
 
     def _on_journal_degraded(self, msg: JournalDegraded) -> None:
         self.change_trading(Cause.JOURNAL_DOWN, msg, f"journal fail-stop: {msg.reason}")
@@ -599,8 +647,11 @@ class Kernel:
         `text`, and where the cause cancels working orders (the kill switch), each is asked to be."""
         previous, cancel = self.trading.apply(cause, to)
         if previous is not None:
-            self._derived.append(TradingStateChanged(ts_event=msg.ts_event, ts_init=msg.ts_init,
-                                                     state=self.trading.state, previous=previous, cause=text))
+            change = TradingStateChanged(ts_event=msg.ts_event, ts_init=msg.ts_init, state=self.trading.state,
+                                         previous=previous, cause=text)
+            self._derived.append(change)
+            for strategy in self.strategies:  # paused or not: what they may ask for has changed
+                strategy.on_trading_state(change, self.contexts[strategy.strategy_id])
         if cancel:
             reason = cancel_reason if cancel_reason is not None else f"kill switch: {text}"
             for order in list(self.orders.open.values()):

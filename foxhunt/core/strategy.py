@@ -2,6 +2,12 @@
 
 A strategy never builds messages and never talks to a venue: it asks its context, and the kernel turns
 each request into a command that passes the pre-trade gate. Callbacks return nothing.
+
+A strategy knows the trading state (`ctx.trading_state`, and `on_trading_state` when it changes) and should
+ask for nothing the state forbids: no new exposure while REDUCING, nothing but cancels while HALTED. And it
+knows what it asked for in vain: `ctx.still_denied` says whether the same order was denied and nothing the
+denial may have depended on has changed since. The kernel bounds what a strategy that asks anyway writes
+to the journal (core/risk/repeats.py), but every ask still costs a check.
 """
 
 from __future__ import annotations
@@ -13,7 +19,13 @@ from foxhunt.core.effects import Host
 from foxhunt.core.orders import Order
 from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import CancelOrder, OrderType, Side, SubmitOrder, TimeInForce
-from foxhunt.messages.system import TimerFired
+from foxhunt.messages.system import TimerFired, TradingState, TradingStateChanged
+
+# What a denial may depend on that a strategy's context sees change: the trading state, the position, the
+# risk limits, the venues that are down. The rest (the run's clock for the throttles and a stale reference,
+# the market for the collars, bands and VaR) it does not follow: a denied order may be asked for again once
+# this much of the run's clock has passed.
+ASK_AGAIN_AFTER_NS = 1_000_000_000
 
 
 class Strategy:
@@ -39,6 +51,10 @@ class Strategy:
     def on_timer(self, timer: TimerFired, ctx: StrategyContext) -> None:
         pass
 
+    def on_trading_state(self, change: TradingStateChanged, ctx: StrategyContext) -> None:
+        """Trading moved to `change.state` (ACTIVE, REDUCING, HALTED) for `change.cause`; called for every
+        strategy, paused or not. Already in force: `ctx.trading_state` is the new state."""
+
     def digest_state(self) -> object:
         """What of the strategy's own state decides what it asks for, as plain data (numbers, strings and
         lists of them, in an order that does not depend on the process), for the kernel's state digest:
@@ -54,10 +70,48 @@ class StrategyContext:
         self.positions = kernel.portfolio.positions  # read-only view: symbol -> Position
         self.strategy_id = strategy.strategy_id
         self.rng = random.Random(0)
+        # per (symbol, side): the last order denied, as (quantity, type, reduce_only), what it depended on
+        # then (`_grounds`), and when it may be asked for again whatever (ASK_AGAIN_AFTER_NS)
+        self.denied: dict[tuple[str, Side], tuple[tuple[int, OrderType, bool], tuple, int]] = {}
 
     def seed(self, run_seed: int) -> None:
         # crc32, not hash(): str hashes are salted per process and would break replay.
         self.rng.seed(run_seed ^ zlib.crc32(self.strategy_id.encode()))
+
+    @property
+    def trading_state(self) -> TradingState:
+        """ACTIVE (anything the gate allows), REDUCING (only orders that reduce a position), HALTED (nothing
+        new; cancels still pass)."""
+        return self._kernel.trading.state
+
+    def still_denied(self, symbol: str, side: Side, quantity: int, order_type: OrderType = OrderType.MARKET, *,
+                     reduce_only: bool = False) -> bool:
+        """Whether this order (its price aside) was the last one of its symbol and side that the gate denied,
+        and nothing the denial may have depended on has changed since: the trading state, the position, the
+        risk limits, the venues that are down, and less than ASK_AGAIN_AFTER_NS of the run's clock."""
+        if not self.denied:
+            return False
+        last = self.denied.get((symbol, side))
+        if last is None:
+            return False
+        terms, grounds, until = last
+        return (terms == (quantity, order_type, reduce_only) and self._kernel.now_ns < until
+                and grounds == self._grounds(symbol))
+
+    def remember_denial(self, cmd: SubmitOrder) -> None:
+        """The kernel's word that the gate denied this strategy's `cmd` (after its strategy has asked)."""
+        self.denied[(cmd.symbol, cmd.side)] = ((cmd.quantity, cmd.order_type, cmd.reduce_only),
+                                               self._grounds(cmd.symbol), self._kernel.now_ns + ASK_AGAIN_AFTER_NS)
+
+    def digest_state(self) -> object:
+        """What the context remembers of denials, for the kernel's state digest."""
+        return [[symbol, side.value, qty, kind.value, reduce_only, grounds[0].value, *grounds[1:], until]
+                for (symbol, side), ((qty, kind, reduce_only), grounds, until) in
+                sorted(self.denied.items(), key=lambda item: (item[0][0], item[0][1].value))]
+
+    def _grounds(self, symbol: str) -> tuple:
+        k = self._kernel
+        return k.trading.state, self.position(symbol), k.limits_version, sorted(k.venues_down)
 
     def instrument(self, symbol: str) -> Instrument:
         return self._kernel.instruments[symbol]

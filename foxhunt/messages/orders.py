@@ -94,6 +94,24 @@ class OrderDenied(Derived, frozen=True, kw_only=True):
     detail: str = ""
 
 
+class DenialsRepeated(Derived, frozen=True, kw_only=True):
+    """The denials a window held back (core/risk/repeats.py): the same strategy asked `repeats` more times
+    for the same kind of request on the same symbol and side, and was denied for the same `reason`, in the
+    window that `first_order_id`'s denial (journaled in full, with its request) opened at `since_ns` on the
+    run's clock. The repeats' own requests and denials are not journaled; replay derives them again, and
+    this summary with them. `request` is the command's kind; `side` is "" where the order is unknown."""
+
+    strategy_id: str
+    symbol: str
+    request: str
+    side: str
+    reason: str
+    repeats: int
+    first_order_id: str
+    last_order_id: str
+    since_ns: int
+
+
 class OrderReportRefused(Derived, frozen=True, kw_only=True):
     """A venue's report that the order's lifecycle does not allow: a second acknowledgement, a fill beyond
     the order's quantity or after its end, a report for an order the kernel does not have. The order stays

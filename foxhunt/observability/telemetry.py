@@ -43,6 +43,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from foxhunt.messages.base import Input
 from foxhunt.messages.orders import (
     CancelOrder,
+    DenialsRepeated,
     DuplicateFillIgnored,
     OrderAccepted,
     OrderCanceled,
@@ -114,6 +115,11 @@ class Telemetry:
             "foxhunt.journal.commit.duration", unit="s", description="time to make one batch durable"
         )
         self.denials = meter.create_counter("foxhunt.risk.denials", unit="{order}", description="orders denied, by reason")
+        self.held_back = meter.create_counter(
+            "foxhunt.denials.held_back", unit="{order}",
+            description="denials counted and not journaled, repeats of one inside its window (core/risk/repeats.py),"
+                        " by reason; counted when the window closes",
+        )
         self.refused = meter.create_counter(
             "foxhunt.venue.reports_refused", unit="{report}",
             description="venue reports the order lifecycle does not allow, by kind (a refused fill halts trading)",
@@ -157,6 +163,9 @@ class Telemetry:
                     self._note(event.order_id, "risk_check", now,
                                {"verdict": "denied", "reason": event.reason, "detail": event.detail})
                     self._end(event.order_id, now, "denied")
+                case DenialsRepeated():  # denials held back in a window, counted when it closes
+                    self.denials.add(event.repeats, {"reason": event.reason})
+                    self.held_back.add(event.repeats, {"reason": event.reason})
                 case OrderReportRefused():
                     self.refused.add(1, {"report": event.report})
                 case DuplicateFillIgnored():

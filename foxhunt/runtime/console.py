@@ -108,13 +108,22 @@ class Console:
             "trading_state": kernel.state.value,
             "open_orders": len(kernel.orders.open),
             "paused_strategies": sorted(kernel.paused),
+            # denials the kernel counted and did not journal (core/risk/repeats.py): since the journal began,
+            # and in the windows open now, which a DenialsRepeated will summarise when they close
+            "denials_held_back": kernel.repeats.held_back,
+            "denial_windows": [
+                {"strategy": key[0], "symbol": key[1], "request": key[2], "side": key[3], "reason": key[4],
+                 "repeats": w.repeats, "first_order_id": w.first_order_id, "closes_in_ms": max(
+                     0, (w.ends_ns - kernel.now_ns) // 1_000_000)}
+                for key, w in sorted(kernel.repeats.open.items())
+            ],
         }
 
     def summary_line(self) -> str:
         """The one-line STATUS= for systemd."""
         k, j = self.loop.kernel, self.loop.journal
         return (f"{k.state.value} journal={self.journal} seq={j.last_seq} lag={j.last_seq - j.committed_seq} "
-                f"inputs={self.loop.inputs} open_orders={len(k.orders.open)}")
+                f"inputs={self.loop.inputs} open_orders={len(k.orders.open)} denials_held_back={k.repeats.held_back}")
 
     def positions(self) -> list[dict[str, Any]]:
         return [
@@ -169,6 +178,15 @@ class Console:
             },
             "paused_instruments": sorted(gate.paused_instruments()),
             "paused_strategies": sorted(kernel.paused),
+            # denials the kernel counted and did not journal (core/risk/repeats.py): since the journal began,
+            # and in the windows open now, which a DenialsRepeated will summarise when they close
+            "denials_held_back": kernel.repeats.held_back,
+            "denial_windows": [
+                {"strategy": key[0], "symbol": key[1], "request": key[2], "side": key[3], "reason": key[4],
+                 "repeats": w.repeats, "first_order_id": w.first_order_id, "closes_in_ms": max(
+                     0, (w.ends_ns - kernel.now_ns) // 1_000_000)}
+                for key, w in sorted(kernel.repeats.open.items())
+            ],
         }
 
     async def journal_tail(self, count: int) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ def summarize(kernel: Kernel, *, events: int, seconds: float, **extra: object) -
         "events": events,
         "orders": kernel.orders.count,
         "denied": kernel.orders.denied,
+        "denials_held_back": kernel.repeats.held_back,  # denied, and not journaled: repeats inside a window
         "fills": sum(p.fills for p in positions),
         "positions": {p.symbol: format_fixed(p.quantity) for p in positions},
         "pnl": {

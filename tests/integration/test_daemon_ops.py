@@ -137,6 +137,8 @@ def test_the_daemon_under_systemd_and_an_operator(cli_env, pg_dsn, journal_name,
         status = admin(place, "status")
         assert status["trading_state"] == "ACTIVE" and status["venues"] == {"SIM": "connected"}
         assert status["last_seq"] > 0 and status["rates_per_s"]["inputs"] >= 0
+        assert status["denials_held_back"] >= 0 and isinstance(status["denial_windows"], list)
+        assert "denials_held_back=" in ready
         halted = admin(place, "halt", "--reason", "operator test")
         assert halted["trading_state"] == "HALTED"
         changed = admin(place, "limit", "set", "max_order_qty", "500000", "--reason", "smaller tickets")

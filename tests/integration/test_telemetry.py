@@ -12,15 +12,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from foxhunt import config
 from foxhunt.adapters.journal.memory import MemoryJournalStore
 from foxhunt.bootstrap import paper_operations
-from foxhunt.messages.orders import DuplicateFillIgnored, OrderFilled, OrderReportRefused, Side
-from foxhunt.messages.system import VenueMessageRejected
+from foxhunt.messages.orders import DenialsRepeated, DuplicateFillIgnored, OrderFilled, OrderReportRefused, Side
+from foxhunt.messages.system import RunStopped, VenueMessageRejected
 from foxhunt.observability import telemetry
 from foxhunt.observability.telemetry import Telemetry
-from foxhunt.runtime.clock import WallClock
+from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.daemon import RunRequest, run_daemon
 from tests.integration.test_runtime import synthetic
 
-# one order a minute gets through: the rest are denied by the throttle, so both verdicts are traced
+# one order a minute of the feed's time gets through: the rest are denied by the throttle, so both verdicts are
+# traced (ema_cross asks again a second after a denial, or once its position changed: core/strategy.py)
 CFG = config.load(None, env={"FOXHUNT_RISK__MAX_ORDERS_PER_WINDOW": "1", "FOXHUNT_RISK__ORDER_WINDOW_MS": "60000"})
 
 
@@ -33,12 +34,13 @@ def metric_points(reader: InMemoryMetricReader) -> dict[str, list]:
 async def test_a_paper_run_traces_each_order_and_records_the_metrics():
     spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
     tel = Telemetry(Resource.create({"service.name": "foxhunt-test"}), spans, reader, traces_per_second=float("inf"))
-    clock = WallClock()
+    clock = EventClock()  # the feed's time: 3,000 quotes span minutes, over which ema_cross asks again
     summary = await run_daemon(MemoryJournalStore(), CFG, RunRequest("j", synthetic(3000, clock), clock),
                               {"test": "1"}, paper_operations(telemetry=tel))
     points = metric_points(reader)  # read before shutdown (run_daemon shuts the providers down)
     orders = [s for s in spans.get_finished_spans() if s.name == "order"]
-    assert len(orders) == summary["orders"] > 2
+    assert len(orders) == summary["orders"] - summary["denials_held_back"] > 2  # a denial held back is no trace
+    assert summary["denials_held_back"] > 0
     outcomes = {s.attributes["outcome"] for s in orders}
     assert "denied" in outcomes and outcomes & {"OrderFilled", "OrderCanceled"}
     filled = next(s for s in orders if s.attributes["outcome"] == "OrderFilled")
@@ -55,7 +57,7 @@ async def test_a_paper_run_traces_each_order_and_records_the_metrics():
 async def test_tracing_is_bounded_per_second_while_the_counters_count_everything():
     spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
     tel = Telemetry(Resource.create({"service.name": "foxhunt-test"}), spans, reader, traces_per_second=5)
-    clock = WallClock()
+    clock = EventClock()  # the feed's time: 3,000 quotes span minutes, over which ema_cross asks again
     started = time.monotonic()
     summary = await run_daemon(MemoryJournalStore(), CFG, RunRequest("j", synthetic(3000, clock), clock),
                               {"test": "1"}, paper_operations(telemetry=tel))
@@ -94,6 +96,19 @@ def test_duplicate_fills_and_rejected_venue_messages_are_counted():
     tel.shutdown()
 
 
+def test_denials_a_window_held_back_are_counted_when_it_closes():
+    reader = InMemoryMetricReader()
+    tel = Telemetry(Resource.create({"service.name": "foxhunt-test"}), InMemorySpanExporter(), reader)
+    stopped = RunStopped(ts_event=1, ts_init=1, reason="end")
+    tel.on_step(stopped, [DenialsRepeated(ts_event=1, ts_init=1, strategy_id="s", symbol="EURUSD", request="SubmitOrder",
+                                          side="BUY", reason="TRADING_HALTED", repeats=41, first_order_id="s-1-1",
+                                          last_order_id="s-42-1", since_ns=0)])
+    points = metric_points(reader)
+    assert {p.attributes["reason"]: p.value for p in points["foxhunt.denials.held_back"]} == {"TRADING_HALTED": 41}
+    assert {p.attributes["reason"]: p.value for p in points["foxhunt.risk.denials"]} == {"TRADING_HALTED": 41}
+    tel.shutdown()
+
+
 def test_no_exporter_builds_nothing():
     assert telemetry.build("none", 10.0, "foxhunt", "j") is None
 
@@ -122,7 +137,7 @@ def test_otlp_export_reaches_the_endpoint_named_by_the_environment(monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
     try:
         tel = telemetry.build("otlp", 60.0, "foxhunt-test", "j", traces_per_second=float("inf"))
-        clock = WallClock()
+        clock = EventClock()  # the feed's time: 3,000 quotes span minutes, over which ema_cross asks again
         anyio.run(run_daemon, MemoryJournalStore(), CFG, RunRequest("j", synthetic(300, clock), clock), {"t": "1"},
                   paper_operations(telemetry=tel))  # shuts telemetry down at the end: everything is flushed
     finally:

@@ -58,7 +58,10 @@ class Asking(Strategy):
 
 
 def make(instruments=INSTRUMENTS, **limits) -> tuple[Kernel, Asking]:
+    """A kernel that journals every denial (these tests read each one; tests/unit/test_denial_storm.py has
+    the window that holds repeats back)."""
     strategy = Asking()
+    limits.setdefault("repeated_denial_window_ms", 0)
     k = Kernel(instruments, [strategy], PreTradeGate(RiskLimits(**limits), instruments))
     k.handle(1, quote(1_000, "1.10000", "1.10002"))  # reference mid 1.10001
     return k, strategy
@@ -187,7 +190,7 @@ def test_limit_set_rejects_what_is_not_a_finite_value_in_range_and_keeps_the_gat
         (rejected,) = [e for e in step.derived if isinstance(e, CommandRejected)]
         assert rejected.reason.startswith(f"risk limit {name}={value!r}: "), rejected.reason
         assert "must be" in rejected.reason or "Expected `int" in rejected.reason, rejected.reason
-    assert driver.k.gate.limits == RiskLimits()  # nothing changed
+    assert driver.k.gate.limits == RiskLimits(repeated_denial_window_ms=0)  # nothing changed
     step = driver.admin("limit", "set", "collar_bps", "100")  # and the next change applies
     assert not [e for e in step.derived if isinstance(e, CommandRejected)]
     assert driver.ask(buy("1000", "1.12000")) == [("PRICE_COLLAR_PCT", "price_away=0.01999 reference=1.10001")]

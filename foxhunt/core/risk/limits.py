@@ -2,7 +2,8 @@
 
 Every field of `RiskLimits` is the default of every instrument, and `[risk.instruments.X]` overrides them
 for instrument X (`effective`); a limit left unset is off. Journals carry their configuration and replay
-rebuilds it, so a limit added from now on must default to off: an old journal then replays as recorded.
+rebuilds it, so a limit added from now on must default to off: an old journal then replays as recorded
+(unless the kernel's BEHAVIOUR is raised with it, as for `repeated_denial_window_ms`).
 Every limit has a range (`_RANGES`): a value outside it, or not finite, is a configuration error that names
 it and changes nothing. The gate that applies them is core/risk/gate.py.
 """
@@ -81,6 +82,11 @@ class RiskLimits(InstrumentRisk, frozen=True, kw_only=True, forbid_unknown_field
     # a fill the kernel refuses (off the lot or the execution tick, beyond the collar, past the position
     # bound): money may have moved that the positions cannot show, so trading tightens to this
     refused_fill_action: Literal["reduce", "halt"] = "halt"
+    # the same denial (strategy, symbol, request, side, reason) again inside this window is counted, not
+    # journaled, and summarised when the window closes (core/risk/repeats.py); 0: journal every denial.
+    # On by default, unlike the limits above: it came with kernel behaviour 7, which an older journal's
+    # verify names (core/kernel.py, BEHAVIOUR)
+    repeated_denial_window_ms: int = 10_000
     rulebook: Literal["around_the_clock", "us_equities"] | None = "around_the_clock"
     instruments: dict[str, InstrumentRisk] = {}
 
@@ -116,7 +122,7 @@ _RANGES: dict[str, tuple[Any, Any]] = {
     "kelly_max_leverage": (0.0, 100.0), "market_halt_minutes": (1, 1440), "band_reference_minutes": (1, 1440),
     "band_pause_seconds": (1, 86_400), "band_pause_minutes": (1, 1440), "band_utc_offset_minutes": (-1440, 1440),
     "vol_window": (2, 100_000), "vol_sample_ms": (1, 86_400_000), "max_repeated_executions": (1, 1_000_000),
-    "repeated_execution_window_ms": (1, 86_400_000),
+    "repeated_execution_window_ms": (1, 86_400_000), "repeated_denial_window_ms": (0, 86_400_000),
 }
 
 

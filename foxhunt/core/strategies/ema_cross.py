@@ -1,6 +1,8 @@
 """Trend following: long while the fast EMA of the mid is above the slow one, short while below.
 
-Trades often on noisy data, which is what the order path needs exercising with. Market orders, IOC.
+Trades often on noisy data, which is what the order path needs exercising with. Market orders, IOC. While
+trading is REDUCING it only goes towards flat (reduce-only orders), while HALTED it asks for nothing, and an
+order the gate denied is not asked for again until something it depended on has changed.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from foxhunt.core.strategy import Strategy, StrategyContext
 from foxhunt.messages.base import nanos
 from foxhunt.messages.market import Bar, QuoteTick
 from foxhunt.messages.orders import OrderType, Side, TimeInForce
+from foxhunt.messages.system import TradingState
 
 
 @dataclass(slots=True)
@@ -58,6 +61,21 @@ class EmaCross(Strategy):
         position = pos.quantity if pos is not None else 0
         if position == target or ctx.open_orders(symbol):
             return
+        state = ctx.trading_state
+        if state is TradingState.HALTED:
+            return  # nothing new while halted
+        reducing = state is TradingState.REDUCING
+        if reducing:  # towards flat and no further: a long may sell down to flat, a short buy up to it
+            if position > 0:
+                target = min(max(target, 0), position)
+            elif position < 0:
+                target = max(min(target, 0), position)
+            else:
+                target = 0
+            if position == target:
+                return
         delta = target - position
         side = Side.BUY if delta > 0 else Side.SELL
-        ctx.submit(symbol, side, abs(delta), OrderType.MARKET, time_in_force=TimeInForce.IOC)
+        if ctx.still_denied(symbol, side, abs(delta), OrderType.MARKET, reduce_only=reducing):
+            return  # denied, and nothing it depended on has changed
+        ctx.submit(symbol, side, abs(delta), OrderType.MARKET, time_in_force=TimeInForce.IOC, reduce_only=reducing)

@@ -1,6 +1,9 @@
 """Mean reversion: join the touch with a limit order when the mid strays `entry_z` standard deviations
 from its rolling mean, go flat with a market order when it comes back inside `exit_z`. Limit orders that
 rest longer than `order_ttl` updates are canceled. Exercises resting orders, partial fills and cancels.
+It enters only while trading is ACTIVE (and cancels its resting entries when trading turns REDUCING), goes
+flat unless trading is HALTED, and does not ask again for an order the gate denied until something it
+depended on has changed.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from foxhunt.core.strategy import Strategy, StrategyContext
 from foxhunt.messages.base import nanos
 from foxhunt.messages.market import Bar, QuoteTick
 from foxhunt.messages.orders import OrderType, Side, TimeInForce
+from foxhunt.messages.system import TradingState, TradingStateChanged
 
 
 class _Stats:
@@ -76,12 +80,27 @@ class ZScoreReversion(Strategy):
             return
         self.age[symbol] = 0
         position = ctx.position(symbol)
-        tick = ctx.instrument(symbol).tick_size
-        if position == 0 and abs(z) >= self.params.entry_z:
+        state = ctx.trading_state
+        if position == 0 and abs(z) >= self.params.entry_z and state is TradingState.ACTIVE:
             side = Side.BUY if z < 0 else Side.SELL
+            if ctx.still_denied(symbol, side, self.size, OrderType.LIMIT):
+                return
+            tick = ctx.instrument(symbol).tick_size
             price = bid if side is Side.BUY else ask
             price -= price % tick
             ctx.submit(symbol, side, self.size, OrderType.LIMIT, price=price, time_in_force=TimeInForce.GTC)
-        elif position != 0 and abs(z) <= self.params.exit_z:
+        elif position != 0 and abs(z) <= self.params.exit_z and state is not TradingState.HALTED:
             side = Side.SELL if position > 0 else Side.BUY
+            if ctx.still_denied(symbol, side, abs(position), OrderType.MARKET, reduce_only=True):
+                return
             ctx.submit(symbol, side, abs(position), OrderType.MARKET, time_in_force=TimeInForce.IOC, reduce_only=True)
+
+    def on_trading_state(self, change: TradingStateChanged, ctx: StrategyContext) -> None:
+        """Trading REDUCING: a resting entry order asks for exposure the state forbids, and is canceled (a
+        halt that cancels, the kill switch, cancels it anyway; one that does not, such as the journal's, leaves
+        it working by design)."""
+        if change.state is TradingState.REDUCING:
+            for symbol in sorted(self.stats):
+                for order in ctx.open_orders(symbol):
+                    if not order.reduce_only:
+                        ctx.cancel(order.order_id, "trading reducing")
