@@ -273,7 +273,6 @@ class Kernel:
     def state(self) -> TradingState:
         return self.trading.state
 
-
     # --- what the kernel's parts may do (core/effects.py) ------------------------------------------
 
     def emit(self, event: Derived) -> None:

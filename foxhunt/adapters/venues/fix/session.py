@@ -62,7 +62,8 @@ _ORDER_TYPES = tuple(f"{parsing.SOH}35={t}{parsing.SOH}" for t in "DFG")  # NewO
 # left) and stops. Nothing per message.
 _SECRET = re.compile(rb"\x01(?:554|925)=([^\x01\n]*)")
 REDACT_TAIL = 1 << 20  # bytes at the end of each file searched at a logon: the Logon was written last
-_CHUNK = 8 << 20
+_CHUNK = 8 << 20  # read at a time, each chunk overlapping the one before by more than any field's length
+_OVERLAP = 4096
 
 
 def settings_text(*, sender: str, target: str, host: str, port: int, heartbeat_s: int, reconnect_s: int,
@@ -102,19 +103,21 @@ def redact(path: Path, tail_bytes: int | None = None) -> int:
     with path.open("r+b") as f:
         size = f.seek(0, 2)
         at = 0 if tail_bytes is None else max(0, size - tail_bytes)
-        while at < size:
+        while True:
             f.seek(at)
             chunk = f.read(min(_CHUNK, size - at))
+            last = at + len(chunk) >= size
             for found in _SECRET.finditer(chunk):
                 start, end = found.span(1)
-                if chunk[start:end].strip(b"*") and end < len(chunk):  # a value cut by the chunk's end: next one
+                if end == len(chunk) and not last:
+                    continue  # cut by the chunk's end: the next chunk holds it whole
+                if chunk[start:end].strip(b"*"):  # at the file's end too: a line a killed process left half written
                     f.seek(at + start)
                     f.write(b"*" * (end - start))
                     done += 1
-            if at + len(chunk) >= size:
-                break
-            at += len(chunk) - 4096  # the chunks overlap by more than a field's length
-    return done
+            if last:
+                return done
+            at += len(chunk) - _OVERLAP
 
 
 def bundled_fix44() -> Path:
