@@ -49,6 +49,8 @@ class KernelView(Protocol):
     @property
     def limits_version(self) -> int: ...  # raised whenever the risk limits are set again
 
+    def price_band(self, symbol: str) -> tuple[int, int] | None: ...  # the instrument's band now, if it has one
+
 
 class Effects(Protocol):
     """What a part may do. Everything it does is an event of the input being handled, or a request that

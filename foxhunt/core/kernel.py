@@ -273,6 +273,10 @@ class Kernel:
     def state(self) -> TradingState:
         return self.trading.state
 
+    def price_band(self, symbol: str) -> tuple[int, int] | None:
+        """The instrument's price band now (lower, upper; nanos), if its breaker keeps one."""
+        return self.gate.bands.get(symbol)
+
     # --- what the kernel's parts may do (core/effects.py) ------------------------------------------
 
     def emit(self, event: Derived) -> None:

@@ -22,7 +22,7 @@ from foxhunt.messages.orders import CancelOrder, OrderType, Side, SubmitOrder, T
 from foxhunt.messages.system import TimerFired, TradingState, TradingStateChanged
 
 # What a denial may depend on that a strategy's context sees change: the trading state, the position, the
-# risk limits, the venues that are down. The rest (the run's clock for the throttles and a stale reference,
+# risk limits, the venues that are down, the instrument's price band. The rest (the run's clock for the throttles and a stale reference,
 # the market for the collars, bands and VaR) it does not follow: a denied order may be asked for again once
 # this much of the run's clock has passed.
 ASK_AGAIN_AFTER_NS = 1_000_000_000
@@ -88,7 +88,8 @@ class StrategyContext:
                      reduce_only: bool = False) -> bool:
         """Whether this order (its price aside) was the last one of its symbol and side that the gate denied,
         and nothing the denial may have depended on has changed since: the trading state, the position, the
-        risk limits, the venues that are down, and less than ASK_AGAIN_AFTER_NS of the run's clock."""
+        risk limits, the venues that are down, the price band, and less than ASK_AGAIN_AFTER_NS of the run's
+        clock."""
         if not self.denied:
             return False
         last = self.denied.get((symbol, side))
@@ -105,13 +106,14 @@ class StrategyContext:
 
     def digest_state(self) -> object:
         """What the context remembers of denials, for the kernel's state digest."""
-        return [[symbol, side.value, qty, kind.value, reduce_only, grounds[0].value, *grounds[1:], until]
+        return [[symbol, side.value, qty, kind.value, reduce_only, grounds[0].value, *grounds[1:4],
+                 list(grounds[4] or ()), until]
                 for (symbol, side), ((qty, kind, reduce_only), grounds, until) in
                 sorted(self.denied.items(), key=lambda item: (item[0][0], item[0][1].value))]
 
     def _grounds(self, symbol: str) -> tuple:
         k = self._kernel
-        return k.trading.state, self.position(symbol), k.limits_version, sorted(k.venues_down)
+        return k.trading.state, self.position(symbol), k.limits_version, sorted(k.venues_down), k.price_band(symbol)
 
     def instrument(self, symbol: str) -> Instrument:
         return self._kernel.instruments[symbol]

@@ -21,6 +21,7 @@ import msgspec
 from foxhunt.admin.protocol import Parsed, UsageError
 from foxhunt.admin.server import Peer
 from foxhunt.config import Config
+from foxhunt.core.kernel import Kernel
 from foxhunt.core.orders import Order
 from foxhunt.messages.base import Derived, format_fixed
 from foxhunt.messages.system import AdminCommand
@@ -108,15 +109,7 @@ class Console:
             "trading_state": kernel.state.value,
             "open_orders": len(kernel.orders.open),
             "paused_strategies": sorted(kernel.paused),
-            # denials the kernel counted and did not journal (core/risk/repeats.py): since the journal began,
-            # and in the windows open now, which a DenialsRepeated will summarise when they close
-            "denials_held_back": kernel.repeats.held_back,
-            "denial_windows": [
-                {"strategy": key[0], "symbol": key[1], "request": key[2], "side": key[3], "reason": key[4],
-                 "repeats": w.repeats, "first_order_id": w.first_order_id, "closes_in_ms": max(
-                     0, (w.ends_ns - kernel.now_ns) // 1_000_000)}
-                for key, w in sorted(kernel.repeats.open.items())
-            ],
+            **held_back(kernel),
         }
 
     def summary_line(self) -> str:
@@ -178,15 +171,7 @@ class Console:
             },
             "paused_instruments": sorted(gate.paused_instruments()),
             "paused_strategies": sorted(kernel.paused),
-            # denials the kernel counted and did not journal (core/risk/repeats.py): since the journal began,
-            # and in the windows open now, which a DenialsRepeated will summarise when they close
-            "denials_held_back": kernel.repeats.held_back,
-            "denial_windows": [
-                {"strategy": key[0], "symbol": key[1], "request": key[2], "side": key[3], "reason": key[4],
-                 "repeats": w.repeats, "first_order_id": w.first_order_id, "closes_in_ms": max(
-                     0, (w.ends_ns - kernel.now_ns) // 1_000_000)}
-                for key, w in sorted(kernel.repeats.open.items())
-            ],
+            **held_back(kernel),
         }
 
     async def journal_tail(self, count: int) -> list[dict[str, Any]]:
@@ -249,3 +234,17 @@ def _redact(dsn: str) -> str:
         creds, _, host = rest.rpartition("@")
         return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}" if ":" in creds else dsn
     return " ".join("password=***" if part.startswith("password=") else part for part in dsn.split())
+
+
+def held_back(kernel: Kernel) -> dict[str, Any]:
+    """The denials the kernel counted and did not journal (core/risk/repeats.py): since the journal began,
+    and in the windows open now, which a DenialsRepeated will summarise when they close."""
+    return {
+        "denials_held_back": kernel.repeats.held_back,
+        "denial_windows": [
+            {"strategy": key[0], "symbol": key[1], "request": key[2], "side": key[3], "reason": key[4],
+             "repeats": w.repeats, "first_order_id": w.first_order_id,
+             "closes_in_ms": max(0, (w.ends_ns - kernel.now_ns) // 1_000_000)}
+            for key, w in sorted(kernel.repeats.open.items())
+        ],
+    }

@@ -273,3 +273,22 @@ def test_a_strategys_request_the_window_holds_back_still_names_a_kernel_order():
     held = k.orders.by_id["scripted-4-1"]  # the third ask: never journaled, denied all the same
     assert held.status.value == "DENIED" and k.orders.denied == 3
     assert TimeInForce.GTC is held.time_in_force
+
+
+def test_a_denials_memory_ends_when_the_state_position_limits_band_venues_or_a_second_change():
+    k = make(ema(), max_position_long=Decimal("500"), repeated_denial_window_ms=0)
+    feed(k, rising(1, 50))
+    ctx = k.contexts["ema_cross"]
+    ask = ("EURUSD", Side.BUY, d("1000"), OrderType.MARKET)
+    assert ctx.still_denied(*ask) and not ctx.still_denied("EURUSD", Side.BUY, d("2000"))
+    k.gate.bands["EURUSD"] = (d("1.0"), d("1.2"))  # the band breaker moved the instrument's band
+    assert not ctx.still_denied(*ask)
+    ctx.remember_denial(SubmitOrder(ts_event=0, ts_init=0, order_id="x", strategy_id="ema_cross", symbol="EURUSD",
+                                    side=Side.BUY, order_type=OrderType.MARKET, quantity=d("1000")))
+    assert ctx.still_denied(*ask)
+    k.venues_down.add("SIM")
+    assert not ctx.still_denied(*ask)
+    k.venues_down.discard("SIM")
+    assert ctx.still_denied(*ask)
+    derived = feed(k, rising(60, 1_000))  # a second of the run's clock: asked once more, denied once more
+    assert [e.reason for e in derived if isinstance(e, OrderDenied)] == ["MAX_POSITION_LONG"]

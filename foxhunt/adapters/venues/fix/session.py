@@ -57,9 +57,9 @@ _ORDER_TYPES = tuple(f"{parsing.SOH}35={t}{parsing.SOH}" for t in "DFG")  # NewO
 # our Logon included, to its message log and its message store, and has no setting that leaves a field out;
 # a log of our own (a Python quickfix.Log) would cost a call into Python for every message. So foxhunt
 # overwrites their values with asterisks, in place (the files keep their length, quickfix keeps appending),
-# once per logon: when the counterparty answers it or the attempt ends, before any other message is
-# exchanged; and every file of the session's log and store when the engine starts (what a killed process
-# left) and stops. Nothing per message.
+# once per logon, in the end of each file, as soon as the event loop hears that the counterparty answered
+# it or the attempt ended (FixVenue._translate); and in every file of the session's log and store when the
+# engine starts (what a killed process left) and stops. Nothing per message.
 _SECRET = re.compile(rb"\x01(?:554|925)=([^\x01\n]*)")
 REDACT_TAIL = 1 << 20  # bytes at the end of each file searched at a logon: the Logon was written last
 _CHUNK = 8 << 20  # read at a time, each chunk overlapping the one before by more than any field's length
