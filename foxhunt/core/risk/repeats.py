@@ -1,9 +1,10 @@
 """A denial storm, bounded: the first denial of a request is journaled, its repeats inside a window counted.
 
-A strategy that asks again and again for what the gate denies (say, on every quote while trading is halted)
-would otherwise write its request and the denial for every ask: at 20,000 quotes a second, a one-hour
-outage writes 140 million of them, the incident's record drowns, and the queue that holds events while the
-database is away fills with noise. So the kernel keys each denial by who asked for what and why: the
+A strategy that asks again and again for what the gate denies (on every quote while trading is halted, or
+while the order throttle is full) would otherwise write its request and the denial for every ask: at 20,000
+quotes a second, ema_cross did so 390,000 times a minute under the throttle (docs/benchmarks.md, the outage
+soak), an incident's record drowns in it, and so does the queue that holds events while the database is
+away. So the kernel keys each denial by who asked for what and why: the
 strategy, the symbol, the kind of request, its side and the denial's reason (`key`). The first denial of a
 key opens a window of `[risk] repeated_denial_window_ms` on the run's clock and is journaled in full, its
 request with it. Each later denial of the key inside the window is counted and not journaled (its order
