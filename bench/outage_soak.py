@@ -98,8 +98,9 @@ def incident(conn: psycopg.Connection, jid: int, down: float, back: float) -> di
     if degraded is None:
         return {"error": "no JournalDegraded in the journal: the outage was not noticed"}
     recovered = next((seq for seq, kind, _ in marks if kind == "JournalRecovered" and seq > degraded), None)
-    active = next(((seq, codec.decode(p)) for seq, kind, p in marks if kind == "TradingStateChanged"
-                   and recovered is not None and seq > recovered and codec.decode(p).state.value == "ACTIVE"), None)
+    changes = [(seq, codec.decode(p)) for seq, kind, p in marks if kind == "TradingStateChanged"]
+    active = next(((seq, change) for seq, change in changes
+                   if recovered is not None and seq > recovered and change.state.value == "ACTIVE"), None)
     end = active[0] if active is not None else gap_free(conn, jid)[1]
     kinds = conn.execute(
         "SELECT kind, count(*), sum(octet_length(payload)) FROM events WHERE journal_id = %s AND seq BETWEEN %s AND %s"

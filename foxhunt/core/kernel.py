@@ -594,9 +594,9 @@ class Kernel:
             event = OrderDenied(ts_event=cmd.ts_event, ts_init=cmd.ts_init, order_id=cmd.order_id,
                                 symbol=cmd.symbol, reason=denial[0], detail=denial[1])
             kind = type(cmd)
-            if kind is SubmitOrder:
-                key = (cast(SubmitOrder, cmd).strategy_id, cmd.symbol, "SubmitOrder", cast(SubmitOrder, cmd).side.value,
-                       denial[0])
+            submit = cast(SubmitOrder, cmd) if kind is SubmitOrder else None
+            if submit is not None:
+                key = (submit.strategy_id, cmd.symbol, "SubmitOrder", submit.side.value, denial[0])
             else:
                 key = (order.strategy_id if order is not None else "", cmd.symbol, kind.__name__,
                        order.side.value if order is not None else "", denial[0])
@@ -607,10 +607,10 @@ class Kernel:
                 self._derived.pop()
             else:
                 raise KernelError(f"the denied {kind.__name__} {cmd.order_id} is not the last event derived")
-            if kind is SubmitOrder:
-                ctx = self.contexts.get(cast(SubmitOrder, cmd).strategy_id)
+            if submit is not None:
+                ctx = self.contexts.get(submit.strategy_id)
                 if ctx is not None:  # its strategy remembers what it asked in vain (core/strategy.py)
-                    ctx.remember_denial(cast(SubmitOrder, cmd))
+                    ctx.remember_denial(submit)
         if order is not None:  # a cancel or replace naming no order is denied, and that is all
             self._on_order_event(event, order)
 
