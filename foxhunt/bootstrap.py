@@ -21,6 +21,7 @@ from foxhunt.adapters.journal.pg import migrate
 from foxhunt.adapters.journal.pg_embedded import EmbeddedCluster
 from foxhunt.adapters.journal.pg_writer import WriterPolicy
 from foxhunt.adapters.journal.postgres import PostgresJournalStore
+from foxhunt.adapters.models.store import LocalModelStore, S3ModelStore
 from foxhunt.adapters.systemd import Notifier
 from foxhunt.adapters.venues.sim import SimVenue
 from foxhunt.adapters.venues.wire_log import WireLoggedVenue
@@ -30,7 +31,7 @@ from foxhunt.core.kernel import BEHAVIOUR, Kernel
 from foxhunt.errors import ConfigError, InputError, JournalArchived, JournalError, JournalMismatch
 from foxhunt.messages.base import Input
 from foxhunt.messages.system import TradingState
-from foxhunt.ports import Clock, JournalStore, Snapshot, Venue
+from foxhunt.ports import Clock, JournalStore, ModelStore, Snapshot, Venue
 from foxhunt.runtime import replay, snapshots
 from foxhunt.runtime.clock import EventClock, WallClock
 from foxhunt.runtime.daemon import Operations, RunRequest, StartupSignals
@@ -58,6 +59,20 @@ def state_dir(cfg: Config) -> Path:
         return Path("/var/lib/foxhunt")
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "foxhunt"
+
+
+def model_store(cfg: Config, location: str | None = None) -> ModelStore:
+    """`location` (`--out`, `--store`), else `[models] store`, else models/ in the state directory; an
+    s3:// location is a bucket (S3, or the server at `[models] s3_endpoint_url`)."""
+    where = location or cfg.models.store or str(state_dir(cfg) / "models")
+    if where.startswith("s3://"):
+        return S3ModelStore(where, cfg.models.s3_endpoint_url, cfg.models.s3_region)
+    return LocalModelStore(Path(where))
+
+
+def checkpoint_dir(cfg: Config) -> Path:
+    """Where training runs keep their checkpoints: checkpoints/ in the state directory."""
+    return state_dir(cfg) / "checkpoints"
 
 
 def configure_numba(cfg: Config) -> Path:

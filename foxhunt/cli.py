@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from contextlib import aclosing
+from contextlib import aclosing, contextmanager
 from pathlib import Path
 
 import anyio
@@ -21,6 +21,7 @@ import structlog
 from foxhunt import bootstrap, config
 from foxhunt.admin import client as admin_client
 from foxhunt.errors import ConfigError, FoxhuntError, VerificationFailed
+from foxhunt.models.configs import ARCHITECTURES
 from foxhunt.observability import logging as fh_logging
 from foxhunt.runtime import replay
 from foxhunt.runtime.daemon import StartupSignals, run_daemon
@@ -99,6 +100,31 @@ def build_parser() -> argparse.ArgumentParser:
     risk.add_argument("--config", metavar="FILE")
     risk.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
 
+    tr = sub.add_parser("train", parents=[common], help="train a forecaster on the market data of journals")
+    tr.add_argument("model", choices=ARCHITECTURES, metavar="MODEL", help=f"one of {', '.join(ARCHITECTURES)}")
+    _data_arguments(tr)
+    tr.add_argument("--seed", type=int, default=1, metavar="N", help="decides the weights, with the data (default 1)")
+    tr.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    tr.add_argument("--size", choices=["tiny", "production"], default="tiny",
+                    help="the architecture's preset: tiny (the CPU, seconds) or production (the GPU)")
+    tr.add_argument("--out", metavar="STORE", help="a directory or s3://bucket/prefix (default: [models] store)")
+    tr.add_argument("--resume", action="store_true", help="go on from this run's last checkpoint, if it has one")
+    tr.add_argument("--json", action="store_true", help="print the manifest as one JSON object")
+
+    md = sub.add_parser("models", help="the trained models in the store").add_subparsers(
+        dest="action", required=True, metavar="ACTION")
+    store_arg = argparse.ArgumentParser(add_help=False)
+    store_arg.add_argument("--store", metavar="STORE", help="a directory or s3://bucket/prefix (default: [models] store)")
+    md.add_parser("list", parents=[common, store_arg], help="list the stored models")
+    md_show = md.add_parser("show", parents=[common, store_arg], help="print a model's manifest")
+    md_show.add_argument("model_id", metavar="ID")
+    md_eval = md.add_parser("eval", parents=[common, store_arg], help="score a model on journals' market data")
+    md_eval.add_argument("model_id", metavar="ID")
+    _data_arguments(md_eval)
+    md_eval.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
+    md_rm = md.add_parser("rm", parents=[common, store_arg], help="delete a model from the store")
+    md_rm.add_argument("model_id", metavar="ID")
+
     db = sub.add_parser("db", help="the embedded PostgreSQL and the schema")
     db.add_argument("action", choices=["start", "stop", "status", "migrate", "dsn"])
     db.add_argument("--config", metavar="FILE")
@@ -113,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = config.load(args.config)
         bootstrap.configure_numba(cfg)
         handlers = {"run": cmd_run, "replay": cmd_replay, "ingest": cmd_ingest, "journal": cmd_journal, "db": cmd_db,
-                    "admin": cmd_admin, "risk": cmd_risk}
+                    "admin": cmd_admin, "risk": cmd_risk, "train": cmd_train, "models": cmd_models}
         handler: Callable = handlers[args.command]
         return handler(args, cfg)
     except BrokenPipeError:
@@ -246,6 +272,77 @@ def cmd_risk(args: argparse.Namespace, cfg: config.Config) -> int:
     return admin_client.run_one(path, "risk", args.json)
 
 
+def cmd_train(args: argparse.Namespace, cfg: config.Config) -> int:
+    from foxhunt.training import train  # torch: imported by the commands that need it, not by every start
+
+    request = train.TrainRequest(args.model, args.journals, args.start, args.end, args.seed, args.device,
+                                 args.size, args.resume)
+    models = bootstrap.model_store(cfg, args.out)
+    dsn = bootstrap.resolve_dsn(cfg)
+
+    async def go():
+        store = await bootstrap.open_store(cfg, dsn)
+        return await train.load(store, request, cfg.features, cfg.train)
+
+    data = _run_async(go)
+    with _progress(f"training {args.model}", cfg.train.max_steps, quiet=args.json) as advance:
+        trained = train.train(data, request, cfg.features, cfg.train, models, bootstrap.checkpoint_dir(cfg), advance)
+    m = trained.manifest
+    if args.json:
+        print(msgspec.json.encode(m).decode())
+        return EXIT_OK
+    t = m.training
+    _print_summary({
+        "model": m.model_id, "store": models.location + ("" if trained.stored else " (already there: same weights)"),
+        "parameters": m.parameter_sha256, "features": f"{m.feature_set.name} v{m.feature_set.version}",
+        "samples": " ".join(f"{k} {v}" for k, v in t["samples"].items()),
+        "steps": f"{t['steps']} (best at {t['best_step']}{', stopped early' if t['stopped_early'] else ''}"
+                 f"{', resumed at ' + str(t['resumed_from']) if t['resumed_from'] else ''})",
+        "validation loss": f"{t['best_validation_loss']:.6f}",
+    }, False)
+    _print_metrics(m.metrics["test"], "test range")
+    return EXIT_OK
+
+
+def cmd_models(args: argparse.Namespace, cfg: config.Config) -> int:
+    from foxhunt.training import train  # torch: imported by the commands that need it, not by every start
+
+    models = bootstrap.model_store(cfg, args.store)
+    if args.action == "list":
+        for mid in models.ids():
+            m = train.read_manifest(models.get(mid), mid)
+            journals = ",".join(j["journal"] for j in m.training.get("journals", []))
+            print(f"{mid}	{m.arch} {m.size}	{m.feature_set.name} v{m.feature_set.version}	seed {m.seed}"
+                  f"	journals {journals}	created {m.created_at}")
+        if not models.ids():
+            print(f"no models in {models.location}")
+        return EXIT_OK
+    if args.action == "show":
+        _, m = train.open_model(models, args.model_id, None)
+        print(msgspec.json.format(msgspec.json.encode(m)).decode())
+        return EXIT_OK
+    if args.action == "rm":
+        models.remove(args.model_id)
+        print(f"removed {args.model_id} from {models.location}")
+        return EXIT_OK
+    _, m = train.open_model(models, args.model_id, cfg.features)
+    data_cfg = train.eval_config(m, cfg.train)
+    request = train.TrainRequest(m.arch, args.journals, args.start, args.end, m.seed, "cpu", m.size, False)
+    dsn = bootstrap.resolve_dsn(cfg)
+
+    async def go():
+        store = await bootstrap.open_store(cfg, dsn)
+        return await train.load(store, request, cfg.features, data_cfg, splits=False)
+
+    data = _run_async(go)
+    result = train.evaluate(models, args.model_id, data_cfg, data, cfg.features)
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        _print_metrics(result, f"{args.model_id} on {', '.join(args.journals)}")
+    return EXIT_OK
+
+
 def cmd_db(args: argparse.Namespace, cfg: config.Config) -> int:
     if args.action == "dsn":
         print(cfg.journal.dsn or bootstrap.embedded_cluster(cfg).dsn)
@@ -282,6 +379,58 @@ def _print_summary(summary: dict, as_json: bool) -> None:
         return
     for key, value in summary.items():
         print(f"{key:>18}: {value}")
+
+
+def _print_metrics(by_horizon: dict, title: str) -> None:
+    """Per horizon: samples, IC, hit rate, skill against the zero forecast, pinball per quantile."""
+    print(f"\n{title}:")
+    first = next(iter(by_horizon.values()))
+    quantiles = list(first["pinball"])
+    head = ["horizon", "samples", "ic", "hit_rate", "skill_vs_zero"] + [f"pinball@{q}" for q in quantiles]
+    print("  ".join(f"{h:>13}" for h in head))
+    for horizon, m in by_horizon.items():
+        cells = [horizon, m["samples"], f"{m['ic']:.4f}", f"{m['hit_rate']:.4f}", f"{m['skill_vs_zero']:.4f}"]
+        cells += [f"{m['pinball'][q]:.3e}" for q in quantiles]
+        print("  ".join(f"{c:>13}" for c in cells))
+
+
+@contextmanager
+def _progress(what: str, total: int, quiet: bool):
+    """A progress bar (rich) on a terminal, with rate and time left; nothing when stderr is not a terminal
+    (a pipe, a log, systemd) or the output is JSON."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[loss]}"), TimeRemainingColumn())
+    with Progress(*columns) as bar:
+        task = bar.add_task(what, total=total, loss="")
+
+        def advance(step: int, last: dict[str, float]) -> None:
+            loss = f"loss {last['loss']:.4f}" + (f" val {last['validation_loss']:.4f}" if "validation_loss" in last else "")
+            bar.update(task, completed=step, loss=loss)
+
+        yield advance
+
+
+def _data_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--journal", action="append", required=True, dest="journals", metavar="NAME",
+                        help="a journal whose market data to read (repeat for several)")
+    parser.add_argument("--from", dest="start", type=_timestamp, metavar="TIME",
+                        help="from this time on (ISO 8601, UTC unless it says otherwise)")
+    parser.add_argument("--to", dest="end", type=_timestamp, metavar="TIME", help="before this time")
+
+
+def _timestamp(text: str) -> int:
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a time in ISO 8601 (2024-01-31 or 2024-01-31T09:30), got {text!r}")
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return (when - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1) * 1000
 
 
 def _positive_int(text: str) -> int:

@@ -22,11 +22,13 @@ from typing import Any, Literal
 
 import msgspec
 
+from foxhunt.core.features import FeatureSpec
 from foxhunt.core.risk.limits import RiskLimits
 from foxhunt.core.strategies import StrategyParams
 from foxhunt.errors import ConfigError
 from foxhunt.messages.base import nanos
 from foxhunt.messages.market import Instrument
+from foxhunt.models.configs import TrainConfig
 
 
 class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -179,6 +181,14 @@ class TelemetryConfig(_Section, frozen=True, kw_only=True):
             raise ValueError("needs metrics_interval > 0 and traces_per_second >= 0")
 
 
+class ModelsConfig(_Section, frozen=True, kw_only=True):
+    """[models]: where trained models are kept (adapters/models/store.py)."""
+
+    store: str = ""  # a directory, or s3://bucket/prefix; "": models/ in the state directory
+    s3_endpoint_url: str = ""  # an S3-compatible server's address (MinIO, Ceph); "": AWS
+    s3_region: str = ""
+
+
 class SimVenueConfig(_Section, frozen=True, kw_only=True):
     """[venue]: the simulated venue (adapters/venues/sim.py), for paper trading and backtests."""
 
@@ -253,6 +263,9 @@ class Config(_Section, frozen=True, kw_only=True):
     strategy: StrategyParams = StrategyParams()
     risk: RiskLimits = RiskLimits()
     venue: SimVenueConfig = SimVenueConfig()
+    features: FeatureSpec = FeatureSpec()  # what models read (core/features/spec.py)
+    train: TrainConfig = TrainConfig()  # how `foxhunt train` trains them (models/configs.py)
+    models: ModelsConfig = ModelsConfig()
 
     def trading(self) -> TradingConfig:
         return TradingConfig(

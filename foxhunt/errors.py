@@ -43,3 +43,13 @@ class EmbeddedDatabaseError(FoxhuntError):
 
 class VerificationFailed(FoxhuntError):
     """Replay derived something other than what the journal recorded (exit code 1)."""
+
+
+class DataError(FoxhuntError):
+    """A training set cannot be built as asked (no market data, a range too short to split); the message
+    says which journals and ranges it looked at."""
+
+
+class ModelError(FoxhuntError):
+    """A model cannot be stored, found or used: missing, corrupted (its parameters do not hash to its
+    manifest's), trained on another feature set than the one configured, or a store that failed."""

@@ -219,3 +219,29 @@ class Notifier(Protocol):
     def seconds_to_heartbeat(self) -> float: ...
 
     def close(self) -> None: ...  # the run is over: what it holds is released
+
+
+class ModelStore(abc.ABC):
+    """Trained models by id (models/artifact.py): each a few named files, a manifest among them.
+
+    - `put` is all or nothing: a model is listed and can be read only once all its files are stored, so an
+      upload broken half way leaves no model (and may be repeated). Putting an id that is stored already
+      changes nothing and returns False (an id names its weights' hash: they are the same weights).
+    - `get` returns every file of the model; ModelError naming the id and the store if there is none.
+    - `ids` lists the stored models, sorted; `remove` deletes one (ModelError if there is none).
+    Failures of the storage itself (a directory that cannot be written, a bucket that cannot be reached)
+    are ModelErrors that name the store."""
+
+    location: str  # where, for messages: a directory or s3://bucket/prefix
+
+    @abc.abstractmethod
+    def put(self, model_id: str, files: Mapping[str, bytes]) -> bool: ...
+
+    @abc.abstractmethod
+    def get(self, model_id: str) -> dict[str, bytes]: ...
+
+    @abc.abstractmethod
+    def ids(self) -> list[str]: ...
+
+    @abc.abstractmethod
+    def remove(self, model_id: str) -> None: ...

@@ -53,3 +53,11 @@ def test_importing_foxhunt_does_nothing_but_define_it():
             "print(sorted(set(sys.modules) - before[0]), sys.meta_path == before[1])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert done.stdout.strip() == "['foxhunt'] True", done.stdout + done.stderr
+
+
+def test_the_daemon_s_commands_load_neither_torch_nor_boto3():
+    """`foxhunt run`, `replay` and `admin` start without torch (seconds and hundreds of MB) or boto3: the
+    commands that train or read a model store import them when they run."""
+    code = "import sys, foxhunt.cli; print(sorted(m for m in ('torch', 'boto3', 'safetensors') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr

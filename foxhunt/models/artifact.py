@@ -1,0 +1,92 @@
+"""A trained model as files: its weights (safetensors: tensors only, nothing executable, unlike a
+pickle) and its manifest (JSON). Packing names the model by its parameters' SHA-256; unpacking checks
+that hash and the feature set before anything can use the weights."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from safetensors import SafetensorError
+from safetensors.torch import load as load_tensors
+from safetensors.torch import save as save_tensors
+
+from foxhunt.errors import ModelError
+from foxhunt.models.configs import MODEL_CONFIGS, Shape
+from foxhunt.models.forecaster import Forecaster, parameter_hash
+
+WEIGHTS, MANIFEST = "weights.safetensors", "manifest.json"
+
+
+class FeatureSetRef(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    version: int
+    digest: str
+    spec: dict[str, Any]
+
+
+class Manifest(msgspec.Struct, frozen=True, kw_only=True):
+    """What a model is and how it came to be. `parameter_sha256` is models.forecaster.parameter_hash of
+    the weights; `model_id` is the architecture and the hash's first 12 digits."""
+
+    model_id: str
+    arch: str
+    size: str
+    config: dict[str, Any]
+    shape: Shape
+    seed: int
+    feature_set: FeatureSetRef
+    parameter_sha256: str
+    training: dict[str, Any] = {}  # journals and their seq ranges, time range, samples, train config, steps
+    determinism: dict[str, str] = {}
+    environment: dict[str, str] = {}
+    metrics: dict[str, Any] = {}
+    created_at: str = ""
+    members: list[dict[str, Any]] = []  # an ensemble's members and weights
+
+
+def model_id(arch: str, sha256: str) -> str:
+    return f"{arch}-{sha256[:12]}"
+
+
+def pack(model: Forecaster, manifest: Manifest) -> dict[str, bytes]:
+    tensors = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+    return {WEIGHTS: save_tensors(tensors), MANIFEST: msgspec.json.format(msgspec.json.encode(manifest))}
+
+
+def read_manifest(files: dict[str, bytes], where: str) -> Manifest:
+    try:
+        return msgspec.json.decode(files[MANIFEST], type=Manifest)
+    except KeyError:
+        raise ModelError(f"{where}: no {MANIFEST}") from None
+    except msgspec.DecodeError as e:
+        raise ModelError(f"{where}: {MANIFEST} is not a foxhunt model manifest: {e}") from e
+
+
+def unpack(files: dict[str, bytes], where: str, feature_digest: str | None = None) -> tuple[Forecaster, Manifest]:
+    """The model and its manifest; ModelError if the weights are missing or do not hash to the manifest's
+    hash, or (given `feature_digest`, the configured feature set's) were trained on another feature set."""
+    manifest = read_manifest(files, where)
+    ref = manifest.feature_set
+    if feature_digest is not None and ref.digest != feature_digest:
+        raise ModelError(
+            f"{where}: trained on feature set {ref.name} v{ref.version} ({ref.digest[:12]}), but the configured"
+            f" feature set is {feature_digest[:12]}: train it again on the configured features, or configure"
+            f" [features] as the model's manifest records them"
+        )
+    if manifest.arch not in MODEL_CONFIGS:
+        raise ModelError(f"{where}: unknown architecture {manifest.arch!r}")
+    try:
+        tensors = load_tensors(files[WEIGHTS])
+        model = Forecaster(manifest.arch, msgspec.convert(manifest.config, MODEL_CONFIGS[manifest.arch]),
+                           manifest.shape)
+        model.load_state_dict(tensors)
+    except KeyError:
+        raise ModelError(f"{where}: no {WEIGHTS}") from None
+    except (SafetensorError, RuntimeError, ValueError, msgspec.ValidationError) as e:  # safetensors', torch's
+        raise ModelError(f"{where}: its weights cannot be loaded: {e}") from e
+    actual = parameter_hash(model)
+    if actual != manifest.parameter_sha256:
+        raise ModelError(f"{where}: its weights hash to {actual}, but its manifest says {manifest.parameter_sha256}:"
+                         " the file is corrupted or was changed")
+    return model, manifest

@@ -1,0 +1,226 @@
+"""One suite over every ports.ModelStore: the local directory, and S3 through boto3 against a real
+S3-compatible HTTP server (moto's standalone server, in a subprocess), reached through a TCP proxy that
+can break an upload half way."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import boto3
+import pytest
+import torch
+
+from foxhunt.adapters.models.store import LocalModelStore, S3ModelStore
+from foxhunt.core.features import FeatureSpec
+from foxhunt.errors import ModelError
+from foxhunt.models.artifact import WEIGHTS, FeatureSetRef, Manifest, model_id, pack, unpack
+from foxhunt.models.configs import Shape, TrainConfig
+from foxhunt.models.forecaster import build, parameter_hash
+
+SPEC = FeatureSpec()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class BreakingProxy:
+    """Forwards TCP connections to `upstream`; while `breaking`, a connection that sends more than
+    `after` bytes is cut there, as a network that fails in the middle of an upload."""
+
+    def __init__(self, upstream: int, after: int = 2048) -> None:
+        self.upstream, self.after, self.breaking = upstream, after, False
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.cuts = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.upstream))
+            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, upload: bool) -> None:
+        sent = 0
+        try:
+            while data := src.recv(65536):
+                if upload and self.breaking and sent + len(data) > self.after:
+                    dst.sendall(data[: self.after - sent])
+                    self.cuts += 1
+                    break
+                dst.sendall(data)
+                sent += len(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture(scope="module")
+def s3_server(tmp_path_factory):
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        server.kill()
+        pytest.fail("moto's S3 server did not start")
+    proxy = BreakingProxy(port)
+    yield proxy
+    proxy.close()
+    server.terminate()
+    server.wait(timeout=10)
+
+
+@pytest.fixture(params=["local", "s3"])
+def store(request, tmp_path, monkeypatch):
+    if request.param == "local":
+        yield LocalModelStore(tmp_path / "models")
+        return
+    proxy = request.getfixturevalue("s3_server")
+    for key, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    bucket = f"models-{tmp_path.name.lower().replace('_', '-')[-40:]}"
+    endpoint = f"http://127.0.0.1:{proxy.port}"
+    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
+    store = S3ModelStore(f"s3://{bucket}/team/models", endpoint_url=endpoint)
+    store.proxy = proxy
+    yield store
+    proxy.breaking = False
+
+
+def files(seed: int = 1, spec: FeatureSpec = SPEC) -> tuple[str, dict[str, bytes]]:
+    shape = Shape(window=4, features=spec.width, horizons=(1, 4), quantiles=(0.5,))
+    model = build("mlp", TrainConfig().model("mlp", "tiny"), shape, seed)
+    sha = parameter_hash(model)
+    manifest = Manifest(
+        model_id=model_id("mlp", sha), arch="mlp", size="tiny", config={"hidden": 16, "layers": 2, "dropout": 0.0},
+        shape=shape, seed=seed, parameter_sha256=sha,
+        feature_set=FeatureSetRef(name=spec.name, version=spec.version, digest=spec.digest(), spec={}),
+    )
+    return manifest.model_id, pack(model, manifest)
+
+
+def test_a_stored_model_reads_back_whole_and_verified(store):
+    mid, stored = files()
+    assert store.ids() == [] and store.put(mid, stored) is True
+    assert store.ids() == [mid]
+    back = store.get(mid)
+    assert back == stored
+    model, manifest = unpack(back, mid, SPEC.digest())
+    assert parameter_hash(model) == manifest.parameter_sha256 and manifest.model_id == mid
+
+
+def test_putting_a_stored_id_again_changes_nothing(store):
+    mid, stored = files()
+    store.put(mid, stored)
+    assert store.put(mid, stored) is False and store.get(mid) == stored
+
+
+def test_several_models_list_sorted_and_remove_one_at_a_time(store):
+    ids = []
+    for seed in (1, 2, 3):
+        mid, stored = files(seed)
+        store.put(mid, stored)
+        ids.append(mid)
+    assert store.ids() == sorted(ids)
+    store.remove(ids[1])
+    assert store.ids() == sorted([ids[0], ids[2]])
+    with pytest.raises(ModelError, match=f"no model {ids[1]} in {store.location}"):
+        store.get(ids[1])
+    with pytest.raises(ModelError, match="no model"):
+        store.remove(ids[1])
+
+
+@pytest.mark.parametrize("bad", ["../escape", "a/b", "", ".hidden", "x" * 200])
+def test_an_id_that_is_not_one_is_refused(store, bad):
+    with pytest.raises(ModelError, match="not a model id"):
+        store.get(bad)
+
+
+def test_a_model_without_a_manifest_is_refused(store):
+    with pytest.raises(ModelError, match="manifest.json"):
+        store.put("mlp-000000000000", {WEIGHTS: b"x"})
+
+
+def test_an_upload_broken_half_way_leaves_no_model_and_can_be_repeated(store):
+    mid, stored = files()
+    if isinstance(store, S3ModelStore):
+        store.proxy.breaking = True
+        with pytest.raises(ModelError, match=f"storing {WEIGHTS} of model {mid}"):
+            store.put(mid, stored)
+        assert store.proxy.cuts >= 1
+        store.proxy.breaking = False
+    else:  # a process killed while writing leaves its hidden folder, half written
+        half = store.root / f".incoming-{mid}-12345"
+        half.mkdir(parents=True)
+        (half / WEIGHTS).write_bytes(stored[WEIGHTS][:100])
+    assert store.ids() == []
+    with pytest.raises(ModelError, match="no model"):
+        store.get(mid)
+    assert store.put(mid, stored) is True and store.get(mid) == stored
+
+
+def test_weights_changed_after_storing_are_refused_by_their_hash(store):
+    mid, stored = files()
+    weights = bytearray(stored[WEIGHTS])
+    weights[-1] ^= 0x01  # the last byte of the last tensor's data
+    with pytest.raises(ModelError, match="hash to .* but its manifest says"):
+        unpack({**stored, WEIGHTS: bytes(weights)}, mid)
+    with pytest.raises(ModelError, match="cannot be loaded"):
+        unpack({**stored, WEIGHTS: stored[WEIGHTS][:50]}, mid)
+
+
+def test_a_model_of_another_feature_set_is_refused_naming_both():
+    other = FeatureSpec(name="wide", version=3, return_horizons=(1, 2))
+    mid, stored = files(spec=other)
+    with pytest.raises(ModelError, match=rf"feature set wide v3 \({other.digest()[:12]}\).*configured feature set is"
+                                         rf" {SPEC.digest()[:12]}"):
+        unpack(stored, mid, SPEC.digest())
+
+
+def test_an_unreachable_bucket_is_an_error_naming_the_store(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    store = S3ModelStore("s3://nowhere/m", endpoint_url=f"http://127.0.0.1:{free_port()}", region="us-east-1")
+    with pytest.raises(ModelError, match="s3://nowhere/m"):
+        store.ids()
+
+
+def test_a_location_that_is_not_s3_is_refused():
+    with pytest.raises(ModelError, match="not an S3 location"):
+        S3ModelStore("s3:///prefix")
+
+
+def test_torch_loads_nothing_executable_from_a_store():
+    """The weights are safetensors: a pickle in their place is refused, not run."""
+    mid, stored = files()
+    evil = {**stored, WEIGHTS: b"\x80\x04\x95" + bytes(100)}
+    with pytest.raises(ModelError, match="cannot be loaded"):
+        unpack(evil, mid)
+    assert torch.tensor(1).item() == 1

@@ -1,0 +1,91 @@
+"""`foxhunt train` and `foxhunt models` end to end: subprocesses, a journal in the session's PostgreSQL,
+a model store in a directory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.integration.test_cli import foxhunt, ok, summary
+
+pytestmark = pytest.mark.postgres
+
+TINY = {"FOXHUNT_TRAIN__MAX_STEPS": "20", "FOXHUNT_TRAIN__EVAL_EVERY": "10", "FOXHUNT_TRAIN__WINDOW": "8"}
+
+
+@pytest.fixture
+def market(cli_env, journal_name):
+    ok("run", "--journal", journal_name, "--feed", "synthetic:seed=4,n=4000", "--clock", "feed", env=cli_env)
+    return journal_name
+
+
+@pytest.fixture
+def env(cli_env):
+    return cli_env | TINY
+
+
+def train(*args: str, env: dict) -> dict:
+    return summary("train", *args, env=env)
+
+
+def test_two_processes_train_the_same_weights_and_the_store_lists_shows_evaluates_and_removes_them(market, env, tmp_path):
+    store = str(tmp_path / "models")
+    first = train("tft", "--journal", market, "--seed", "3", "--out", store, env=env)
+    second = train("tft", "--journal", market, "--seed", "3", "--out", store, env=env)
+    assert first["parameter_sha256"] == second["parameter_sha256"]
+    assert first["model_id"] == "tft-" + first["parameter_sha256"][:12]
+    journals = first["training"]["journals"]
+    assert journals[0]["journal"] == market and journals[0]["events"] > 3000 and journals[0]["first_seq"] >= 1
+    assert first["feature_set"]["name"] == "core" and first["environment"]["device"] == "cpu"
+    assert first["determinism"]["deterministic_algorithms"] == "on"
+    assert set(first["metrics"]) == {"validation", "test"} and set(first["metrics"]["test"]) == {"h1", "h4", "h16"}
+    other = train("tft", "--journal", market, "--seed", "4", "--out", store, env=env)
+    assert other["parameter_sha256"] != first["parameter_sha256"]
+
+    listed = ok("models", "list", "--store", store, env=env).stdout
+    assert first["model_id"] in listed and other["model_id"] in listed
+    shown = json.loads(ok("models", "show", first["model_id"], "--store", store, env=env).stdout)
+    assert shown["parameter_sha256"] == first["parameter_sha256"]
+    scored = summary("models", "eval", first["model_id"], "--journal", market, "--store", store, env=env)
+    assert set(scored) == {"h1", "h4", "h16"} and scored["h1"]["samples"] > 3000
+    table = ok("models", "eval", first["model_id"], "--journal", market, "--store", store, env=env).stdout
+    assert "hit_rate" in table and "pinball@0.5" in table
+
+    ok("models", "rm", first["model_id"], "--store", store, env=env)
+    gone = foxhunt("models", "show", first["model_id"], "--store", store, env=env)
+    assert gone.returncode == 2 and f"no model {first['model_id']}" in gone.stderr
+
+
+def test_a_model_is_refused_by_a_configuration_with_other_features(market, env, tmp_path):
+    store = str(tmp_path / "models")
+    trained = train("mlp", "--journal", market, "--out", store, env=env)
+    done = foxhunt("models", "eval", trained["model_id"], "--journal", market, "--store", store,
+                   env=env | {"FOXHUNT_FEATURES__VOL_HALFLIFE": "8.0"})
+    assert done.returncode == 2
+    assert "trained on feature set core v1" in done.stderr and "configured feature set is" in done.stderr
+
+
+def test_a_run_resumes_from_its_checkpoint(market, env, tmp_path):
+    store = str(tmp_path / "models")
+    whole = train("mamba2", "--journal", market, "--out", store, "--resume", env=env)
+    assert whole["training"]["resumed_from"] == 0
+    again = train("mamba2", "--journal", market, "--out", store, "--resume", env=env)
+    assert again["training"]["resumed_from"] == 20 and again["parameter_sha256"] == whole["parameter_sha256"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--journal", "no-such-journal"], "no-such-journal"),
+    (["--device", "cuda"], "sees no CUDA device"),
+    (["--from", "2030-01-01"], "no market data to train on"),
+])
+def test_a_request_that_cannot_be_met_is_an_error_that_says_why(market, env, args, message, tmp_path):
+    argv = ["train", "mlp", *(["--journal", market] if "--journal" not in args else []), *args,
+            "--out", str(tmp_path / "m")]
+    done = foxhunt(*argv, env=env)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_a_time_that_is_not_one_is_a_usage_error(env):
+    done = foxhunt("train", "mlp", "--journal", "x", "--from", "yesterday", env=env)
+    assert done.returncode == 2 and "expected a time in ISO 8601" in done.stderr

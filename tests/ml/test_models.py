@@ -1,0 +1,178 @@
+"""The forecasters and their training: shapes, the SSD scan against its recurrence, the TFT's causal
+mask, and determinism: the same seed gives the same parameter hash (in one process and in two), another
+seed another hash, and a run resumed from a checkpoint ends where an uninterrupted one does."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pytest
+import torch
+
+from foxhunt.core.features import FeatureSpec
+from foxhunt.models.configs import ARCHITECTURES, Shape, TrainConfig
+from foxhunt.models.determinism import make_deterministic
+from foxhunt.models.forecaster import build, parameter_hash
+from foxhunt.models.mamba2 import ssd
+from foxhunt.models.tft import TemporalFusionTransformer
+from foxhunt.training import dataset
+from foxhunt.training.dataset import Source
+from foxhunt.training.trainer import Trainer
+from tests.ml.market import by_symbol, messages
+
+SPEC = FeatureSpec()
+CFG = TrainConfig(window=8, horizons=(1, 4), max_steps=12, eval_every=4, batch_size=32, patience=10)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def data(n: int = 3_000, cfg: TrainConfig = CFG) -> dataset.Dataset:
+    source = Source(journal="synthetic", first_seq=1, last_seq=n, events=n)
+    return dataset.build(by_symbol(messages(n)), [source], SPEC, cfg)
+
+
+def train(arch: str, seed: int, checkpoint: Path | None = None, resume: bool = False, stop_at: int = 0,
+          cfg: TrainConfig = CFG) -> str:
+    make_deterministic(cfg.threads)
+    trainer = Trainer(data(cfg=cfg), arch, cfg.model(arch, "tiny"), cfg, seed, torch.device("cpu"), checkpoint)
+
+    def interrupt(step, _last):
+        if step == stop_at:
+            raise KeyboardInterrupt
+
+    return parameter_hash(trainer.run(interrupt if stop_at else None, resume=resume).model)
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_every_architecture_maps_windows_to_quantiles_of_each_horizon(arch):
+    shape = Shape(window=8, features=SPEC.width, horizons=(1, 4, 16), quantiles=(0.1, 0.5, 0.9))
+    model = build(arch, TrainConfig().model(arch, "tiny"), shape, seed=3)
+    out = model(torch.randn(5, 8, SPEC.width))
+    assert out.shape == (5, 3, 3) and torch.isfinite(out).all()
+
+
+def test_the_chunked_ssd_scan_equals_its_recurrence_at_every_chunk_length():
+    g = torch.Generator().manual_seed(0)
+    b, length, heads, p, n = 2, 13, 3, 4, 5
+    x = torch.randn(b, length, heads, p, generator=g, dtype=torch.float64)
+    a = -torch.rand(b, length, heads, generator=g, dtype=torch.float64)
+    bb = torch.randn(b, length, heads, n, generator=g, dtype=torch.float64)
+    cc = torch.randn(b, length, heads, n, generator=g, dtype=torch.float64)
+    h = torch.zeros(b, heads, p, n, dtype=torch.float64)
+    expected = []
+    for t in range(length):
+        h = torch.exp(a[:, t])[..., None, None] * h + x[:, t][..., None] * bb[:, t][:, :, None, :]
+        expected.append(torch.einsum("bhpn,bhn->bhp", h, cc[:, t]))
+    for chunk in (1, 4, 5, 13, 16):
+        torch.testing.assert_close(ssd(x, a, bb, cc, chunk), torch.stack(expected, 1), rtol=1e-12, atol=1e-12)
+
+
+def test_a_tft_horizon_attends_to_the_window_and_to_no_later_horizon():
+    shape = Shape(window=6, features=SPEC.width, horizons=(1, 4, 16), quantiles=(0.5,))
+    tft = build("tft", TrainConfig().model("tft", "tiny"), shape, seed=1).net
+    assert isinstance(tft, TemporalFusionTransformer)
+    _, features, attention = tft.explain(torch.randn(2, 6, SPEC.width))
+    torch.testing.assert_close(features.sum(-1), torch.ones(2, 6))
+    assert attention.shape == (2, 2, 3, 9)
+    for j in range(3):
+        assert (attention[:, :, j, 6 + j + 1 :] == 0).all() and (attention[:, :, j, : 6 + j + 1] > 0).all()
+
+
+def test_no_forecast_before_a_cut_changes_when_the_data_after_it_is_cut_away():
+    whole_msgs = messages(3_000)
+    model = build("mlp", CFG.model("mlp", "tiny"), Shape(window=8, features=SPEC.width, horizons=CFG.horizons,
+                                                        quantiles=CFG.quantiles), seed=2).eval()
+    source = [Source(journal="j", first_seq=1, last_seq=1, events=1)]
+    whole = dataset.build(by_symbol(whole_msgs), source, SPEC, CFG, splits=False)
+    for cut in (500, 1500, 2900):
+        part = dataset.build(by_symbol(whole_msgs[:cut]), source, SPEC, CFG, splits=False)
+        # a sample of the part is the same symbol's same row in the whole: its forecast must be the same
+        common = part.samples
+        with torch.no_grad():
+            a = model(torch.from_numpy(part.windows(common)))
+            b = model(torch.from_numpy(whole.windows(relocate(common, part, whole))))
+        assert common.size and torch.equal(a, b), cut
+
+
+def relocate(rows: np.ndarray, part: dataset.Dataset, whole: dataset.Dataset) -> np.ndarray:
+    """Row indices of `part` as indices of `whole` (each lays out its symbols one after another)."""
+    starts_part = np.cumsum([0] + [part.symbols[s] for s in sorted(part.symbols)])
+    starts_whole = np.cumsum([0] + [whole.symbols[s] for s in sorted(whole.symbols)])
+    which = np.searchsorted(starts_part, rows, side="right") - 1
+    return rows - starts_part[which] + starts_whole[which]
+
+
+def test_the_splits_are_in_time_order_and_no_label_reaches_into_the_next_range():
+    d = data(4_000)
+    s = d.splits
+    assert s.train.size and s.validation.size and s.test.size and s.purged > 0
+    ts = {}
+    msgs = by_symbol(messages(4_000))
+    offset = 0
+    for symbol in sorted(msgs):  # the rows' event times, as the data set lays the symbols out
+        for i, m in enumerate(msgs[symbol]):
+            ts[offset + i] = m.ts_event
+        offset += len(msgs[symbol])
+    end = lambda rows: max(ts[r + CFG.horizons[-1]] for r in rows)
+    start = lambda rows: min(ts[r] for r in rows)
+    assert end(s.train) < start(s.validation) and end(s.validation) < start(s.test)
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_the_same_seed_gives_the_same_weights_and_another_seed_others(arch):
+    first = train(arch, seed=7)
+    assert train(arch, seed=7) == first
+    assert train(arch, seed=8) != first
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_a_run_resumed_from_its_checkpoint_ends_with_the_weights_of_an_uninterrupted_one(arch, tmp_path):
+    uninterrupted = train(arch, seed=5)
+    checkpoint = tmp_path / "run.pt"
+    with pytest.raises(KeyboardInterrupt):
+        train(arch, seed=5, checkpoint=checkpoint, stop_at=6)  # killed after the checkpoint at step 4
+    assert torch.load(checkpoint, weights_only=True)["step"] == 4
+    assert train(arch, seed=5, checkpoint=checkpoint, resume=True) == uninterrupted
+
+
+SCRIPT = """
+import sys, json
+sys.path.insert(0, {root!r})
+from tests.ml.test_models import train
+print(json.dumps({{arch: train(arch, seed=7) for arch in {archs!r}}}))
+"""
+
+
+def test_another_process_trains_the_same_weights():
+    archs = list(ARCHITECTURES)
+    here = {arch: train(arch, seed=7) for arch in archs}
+    done = subprocess.run([sys.executable, "-c", SCRIPT.format(root=str(ROOT), archs=archs)], capture_output=True,
+                          check=False, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == here
+
+
+def test_training_stops_early_and_keeps_the_best_weights():
+    cfg = msgspec.structs.replace(CFG, max_steps=400, eval_every=2, patience=2, learning_rate=0.05)
+    make_deterministic(1)
+    trainer = Trainer(data(cfg=cfg), "mlp", cfg.model("mlp", "tiny"), cfg, 1, torch.device("cpu"))
+    outcome = trainer.run()
+    assert outcome.stopped_early and outcome.steps < 400
+    losses = [h["validation_loss"] for h in outcome.history]
+    assert outcome.best_loss == min(losses) and losses[-1] > outcome.best_loss
+    # the weights it returns are the best evaluation's, not the last one's
+    assert trainer.validation_loss() == outcome.best_loss
+
+
+def test_a_configured_value_replaces_the_presets_and_a_wrong_one_is_named():
+    cfg = TrainConfig(models={"tft": {"hidden": 24}})
+    assert cfg.model("tft", "tiny").hidden == 24 and cfg.model("tft", "production").hidden == 24
+    assert cfg.model("tft", "production").lstm_layers == 2
+    with pytest.raises(ValueError, match="models.tft"):
+        TrainConfig(models={"tft": {"hiden": 24}}).model("tft", "tiny")
+    with pytest.raises(ValueError, match="models.lstm"):
+        TrainConfig(models={"lstm": {}})
