@@ -101,7 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     risk.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
 
     tr = sub.add_parser("train", parents=[common], help="train a forecaster on the market data of journals")
-    tr.add_argument("model", choices=ARCHITECTURES, metavar="MODEL", help=f"one of {', '.join(ARCHITECTURES)}")
+    tr.add_argument("model", choices=[*ARCHITECTURES, "ensemble"], metavar="MODEL",
+                    help=f"one of {', '.join(ARCHITECTURES)}, or ensemble (of --members)")
+    tr.add_argument("--members", type=_model_ids, default=[], metavar="ID,ID,...",
+                    help="ensemble: the stored models it combines (weights fitted on the validation range)")
     _data_arguments(tr)
     tr.add_argument("--seed", type=int, default=1, metavar="N", help="decides the weights, with the data (default 1)")
     tr.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
@@ -278,28 +281,42 @@ def cmd_train(args: argparse.Namespace, cfg: config.Config) -> int:
     request = train.TrainRequest(args.model, args.journals, args.start, args.end, args.seed, args.device,
                                  args.size, args.resume)
     models = bootstrap.model_store(cfg, args.out)
+    if (args.model == "ensemble") != bool(args.members):
+        raise ConfigError("--members names an ensemble's members, and only an ensemble's")
+    members = train.members(models, args.members, cfg.features) if args.members else []
+    data_cfg = train.ensemble_config(members, cfg.train) if members else cfg.train
     dsn = bootstrap.resolve_dsn(cfg)
 
     async def go():
         store = await bootstrap.open_store(cfg, dsn)
-        return await train.load(store, request, cfg.features, cfg.train)
+        return await train.load(store, request, cfg.features, data_cfg)
 
     data = _run_async(go)
-    with _progress(f"training {args.model}", cfg.train.max_steps, quiet=args.json) as advance:
-        trained = train.train(data, request, cfg.features, cfg.train, models, bootstrap.checkpoint_dir(cfg), advance)
+    if members:
+        trained = train.train_ensemble(data, request, args.members, members, cfg.features, data_cfg, models)
+    else:
+        with _progress(f"training {args.model}", cfg.train.max_steps, quiet=args.json) as advance:
+            trained = train.train(data, request, cfg.features, cfg.train, models, bootstrap.checkpoint_dir(cfg),
+                                  advance)
     m = trained.manifest
     if args.json:
         print(msgspec.json.encode(m).decode())
         return EXIT_OK
     t = m.training
-    _print_summary({
+    lines = {
         "model": m.model_id, "store": models.location + ("" if trained.stored else " (already there: same weights)"),
         "parameters": m.parameter_sha256, "features": f"{m.feature_set.name} v{m.feature_set.version}",
         "samples": " ".join(f"{k} {v}" for k, v in t["samples"].items()),
-        "steps": f"{t['steps']} (best at {t['best_step']}{', stopped early' if t['stopped_early'] else ''}"
-                 f"{', resumed at ' + str(t['resumed_from']) if t['resumed_from'] else ''})",
-        "validation loss": f"{t['best_validation_loss']:.6f}",
-    }, False)
+    }
+    if m.members:
+        lines["members"] = ", ".join(ref["model_id"] for ref in m.members)
+        lines["weights"] = "; ".join(f"h{h} " + " ".join(f"{w[j]:.3f}" for w in t["weights"])
+                                     for j, h in enumerate(m.shape.horizons))
+    else:
+        lines["steps"] = (f"{t['steps']} (best at {t['best_step']}{', stopped early' if t['stopped_early'] else ''}"
+                          f"{', resumed at ' + str(t['resumed_from']) if t['resumed_from'] else ''})")
+        lines["validation loss"] = f"{t['best_validation_loss']:.6f}"
+    _print_summary(lines, False)
     _print_metrics(m.metrics["test"], "test range")
     return EXIT_OK
 
@@ -322,7 +339,7 @@ def cmd_models(args: argparse.Namespace, cfg: config.Config) -> int:
         print(msgspec.json.format(msgspec.json.encode(m)).decode())
         return EXIT_OK
     if args.action == "rm":
-        models.remove(args.model_id)
+        train.remove(models, args.model_id)
         print(f"removed {args.model_id} from {models.location}")
         return EXIT_OK
     _, m = train.open_model(models, args.model_id, cfg.features)
@@ -421,6 +438,13 @@ def _data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from", dest="start", type=_timestamp, metavar="TIME",
                         help="from this time on (ISO 8601, UTC unless it says otherwise)")
     parser.add_argument("--to", dest="end", type=_timestamp, metavar="TIME", help="before this time")
+
+
+def _model_ids(text: str) -> list[str]:
+    ids = [part.strip() for part in text.split(",") if part.strip()]
+    if not ids:
+        raise argparse.ArgumentTypeError(f"expected model ids separated by commas, got {text!r}")
+    return ids
 
 
 def _timestamp(text: str) -> int:

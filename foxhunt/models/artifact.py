@@ -11,8 +11,11 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
+from torch import nn
+
 from foxhunt.errors import ModelError
 from foxhunt.models.configs import MODEL_CONFIGS, Shape
+from foxhunt.models.ensemble import Ensemble
 from foxhunt.models.forecaster import Forecaster, parameter_hash
 
 WEIGHTS, MANIFEST = "weights.safetensors", "manifest.json"
@@ -42,15 +45,17 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     environment: dict[str, str] = {}
     metrics: dict[str, Any] = {}
     created_at: str = ""
-    members: list[dict[str, Any]] = []  # an ensemble's members and weights
+    members: list[dict[str, Any]] = []  # an ensemble's members: model_id and parameter_sha256, in order
 
 
 def model_id(arch: str, sha256: str) -> str:
     return f"{arch}-{sha256[:12]}"
 
 
-def pack(model: Forecaster, manifest: Manifest) -> dict[str, bytes]:
-    tensors = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+def pack(model: Forecaster | Ensemble, manifest: Manifest) -> dict[str, bytes]:
+    """A forecaster's weights, or an ensemble's own (its members are models of their own, by id)."""
+    state = {"weights": model.weights} if isinstance(model, Ensemble) else model.state_dict()
+    tensors = {k: v.detach().to("cpu").contiguous() for k, v in state.items()}
     return {WEIGHTS: save_tensors(tensors), MANIFEST: msgspec.json.format(msgspec.json.encode(manifest))}
 
 
@@ -63,10 +68,7 @@ def read_manifest(files: dict[str, bytes], where: str) -> Manifest:
         raise ModelError(f"{where}: {MANIFEST} is not a foxhunt model manifest: {e}") from e
 
 
-def unpack(files: dict[str, bytes], where: str, feature_digest: str | None = None) -> tuple[Forecaster, Manifest]:
-    """The model and its manifest; ModelError if the weights are missing or do not hash to the manifest's
-    hash, or (given `feature_digest`, the configured feature set's) were trained on another feature set."""
-    manifest = read_manifest(files, where)
+def check_features(manifest: Manifest, where: str, feature_digest: str | None) -> None:
     ref = manifest.feature_set
     if feature_digest is not None and ref.digest != feature_digest:
         raise ModelError(
@@ -74,6 +76,13 @@ def unpack(files: dict[str, bytes], where: str, feature_digest: str | None = Non
             f" feature set is {feature_digest[:12]}: train it again on the configured features, or configure"
             f" [features] as the model's manifest records them"
         )
+
+
+def unpack(files: dict[str, bytes], where: str, feature_digest: str | None = None) -> tuple[Forecaster, Manifest]:
+    """The model and its manifest; ModelError if the weights are missing or do not hash to the manifest's
+    hash, or (given `feature_digest`, the configured feature set's) were trained on another feature set."""
+    manifest = read_manifest(files, where)
+    check_features(manifest, where, feature_digest)
     if manifest.arch not in MODEL_CONFIGS:
         raise ModelError(f"{where}: unknown architecture {manifest.arch!r}")
     try:
@@ -85,8 +94,26 @@ def unpack(files: dict[str, bytes], where: str, feature_digest: str | None = Non
         raise ModelError(f"{where}: no {WEIGHTS}") from None
     except (SafetensorError, RuntimeError, ValueError, msgspec.ValidationError) as e:  # safetensors', torch's
         raise ModelError(f"{where}: its weights cannot be loaded: {e}") from e
+    verify(model, manifest, where)
+    return model.eval(), manifest
+
+
+def unpack_ensemble(files: dict[str, bytes], where: str, members: list[Forecaster]) -> Ensemble:
+    """An ensemble from its files and its members (loaded and verified by the caller, in its manifest's order)."""
+    manifest = read_manifest(files, where)
+    try:
+        weights = load_tensors(files[WEIGHTS])["weights"]
+        ensemble = Ensemble(members, weights.numpy())
+    except KeyError:
+        raise ModelError(f"{where}: no ensemble weights") from None
+    except (SafetensorError, RuntimeError, ValueError) as e:
+        raise ModelError(f"{where}: its weights cannot be loaded: {e}") from e
+    verify(ensemble, manifest, where)
+    return ensemble.eval()
+
+
+def verify(model: nn.Module, manifest: Manifest, where: str) -> None:
     actual = parameter_hash(model)
     if actual != manifest.parameter_sha256:
         raise ModelError(f"{where}: its weights hash to {actual}, but its manifest says {manifest.parameter_sha256}:"
-                         " the file is corrupted or was changed")
-    return model, manifest
+                         " a file is corrupted or was changed")

@@ -8,18 +8,22 @@ import datetime as dt
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import msgspec
+import numpy as np
 import torch
 
 import foxhunt
 from foxhunt.core.features import FeatureSpec
 from foxhunt.errors import ConfigError, ModelError
-from foxhunt.models.artifact import FeatureSetRef, Manifest, model_id, pack, read_manifest, unpack
+from foxhunt.models.artifact import (
+    FeatureSetRef, Manifest, check_features, model_id, pack, read_manifest, unpack, unpack_ensemble,
+)
 from foxhunt.models.configs import TrainConfig
 from foxhunt.models.determinism import fingerprint, make_deterministic
-from foxhunt.models.forecaster import parameter_hash
+from foxhunt.models.ensemble import STEPS, Ensemble, fit_weights
+from foxhunt.models.forecaster import Forecaster, parameter_hash
 from foxhunt.ports import JournalStore, ModelStore
 from foxhunt.training import dataset, metrics
 from foxhunt.training.trainer import Trainer, predict
@@ -81,30 +85,112 @@ def train(data: dataset.Dataset, request: TrainRequest, spec: FeatureSpec, cfg: 
                                cfg.horizons, cfg.quantiles)
         for name, ends in (("validation", splits.validation), ("test", splits.test))
     }
-    sha = parameter_hash(outcome.model)
-    manifest = Manifest(
-        model_id=model_id(request.arch, sha), arch=request.arch, size=request.size,
-        config=msgspec.to_builtins(model_cfg), shape=outcome.model.shape, seed=request.seed,
+    training = {
+        "steps": outcome.steps, "best_step": outcome.best_step, "best_validation_loss": outcome.best_loss,
+        "stopped_early": outcome.stopped_early, "resumed_from": outcome.resumed_from, "history": outcome.history,
+    }
+    manifest = _manifest(outcome.model, request, spec, cfg, data, msgspec.to_builtins(model_cfg), training,
+                         evaluation, switches, where)
+    return Trained(manifest, models.put(manifest.model_id, pack(outcome.model, manifest)))
+
+
+def _manifest(model: Forecaster | Ensemble, request: TrainRequest, spec: FeatureSpec, cfg: TrainConfig,
+              data: dataset.Dataset, config: dict, training: dict, evaluation: dict, switches: dict[str, str],
+              where: torch.device, members: list[dict] | None = None) -> Manifest:
+    sha = parameter_hash(model)
+    return Manifest(
+        model_id=model_id(request.arch, sha), arch=request.arch, size=request.size, config=config,
+        shape=model.shape, seed=request.seed,
         feature_set=FeatureSetRef(name=spec.name, version=spec.version, digest=spec.digest(),
                                   spec=msgspec.to_builtins(spec)),
         parameter_sha256=sha,
         training={
             "journals": msgspec.to_builtins(data.sources), "from_ns": request.start_ns, "to_ns": request.end_ns,
             "samples": data.describe(), "symbols": data.symbols, "config": msgspec.to_builtins(cfg),
-            "steps": outcome.steps, "best_step": outcome.best_step, "best_validation_loss": outcome.best_loss,
-            "stopped_early": outcome.stopped_early, "resumed_from": outcome.resumed_from,
-            "history": outcome.history,
-        },
+        } | training,
         determinism=switches, environment=fingerprint(where) | {"foxhunt": foxhunt.__version__},
-        metrics=evaluation, created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        metrics=evaluation, created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), members=members or [],
     )
-    stored = models.put(manifest.model_id, pack(outcome.model, manifest))
-    return Trained(manifest, stored)
 
 
-def open_model(models: ModelStore, mid: str, spec: FeatureSpec | None) -> tuple[Any, Manifest]:
-    """A stored model, its hash checked, and its feature set checked against `spec` where given."""
-    return unpack(models.get(mid), f"model {mid} in {models.location}", spec.digest() if spec else None)
+def members(models: ModelStore, ids: list[str], spec: FeatureSpec) -> list[Forecaster]:
+    """An ensemble's members from the store, each verified, none an ensemble itself."""
+    out = []
+    for mid in ids:
+        model, manifest = open_model(models, mid, spec)
+        if not isinstance(model, Forecaster):
+            raise ModelError(f"model {mid} is an ensemble; an ensemble's members are forecasters")
+        out.append(model)
+    if len(out) < 2 or len(set(ids)) != len(ids):
+        raise ModelError(f"an ensemble needs two or more different members, got {', '.join(ids) or 'none'}")
+    first = out[0].shape
+    for mid, m in zip(ids, out, strict=True):
+        if (m.shape.horizons, m.shape.quantiles) != (first.horizons, first.quantiles):
+            raise ModelError(f"model {mid} forecasts horizons {list(m.shape.horizons)} and quantiles"
+                             f" {list(m.shape.quantiles)}, model {ids[0]} {list(first.horizons)} and"
+                             f" {list(first.quantiles)}: an ensemble's members must agree")
+    return out
+
+
+def ensemble_config(forecasters: list[Forecaster], base: TrainConfig) -> TrainConfig:
+    """The data set an ensemble reads: windows as long as its longest member's, the members' horizons."""
+    first = forecasters[0].shape
+    return msgspec.structs.replace(base, window=max(m.shape.window for m in forecasters), horizons=first.horizons,
+                                   quantiles=first.quantiles)
+
+
+def train_ensemble(data: dataset.Dataset, request: TrainRequest, ids: list[str], forecasters: list[Forecaster],
+                   spec: FeatureSpec, cfg: TrainConfig, models: ModelStore) -> Trained:
+    """Fit the members' weights on the validation range only, evaluate on validation and test, store."""
+    switches = make_deterministic(cfg.threads)
+    cpu = torch.device("cpu")
+    splits = data.splits
+    assert splits is not None
+    probe = Ensemble(forecasters, np.full((len(forecasters), len(cfg.horizons)), 1.0 / len(forecasters))).eval()
+    ends = splits.validation
+    with torch.no_grad():
+        preds = np.concatenate([probe.member_forecasts(torch.from_numpy(data.windows(ends[i : i + 1024]))).numpy()
+                                for i in range(0, ends.size, 1024)], axis=1)
+    weights = fit_weights(preds, data.labels[splits.validation], cfg.quantiles)
+    ensemble = Ensemble(forecasters, weights)
+    evaluation = {
+        name: metrics.evaluate(predict(ensemble, data, ends, cpu), data.labels[ends], cfg.horizons, cfg.quantiles)
+        for name, ends in (("validation", splits.validation), ("test", splits.test))
+    }
+    member_refs = [{"model_id": mid, "parameter_sha256": parameter_hash(m)} for mid, m in zip(ids, forecasters,
+                                                                                              strict=True)]
+    training = {"fit_steps": STEPS, "weights": ensemble.weights.tolist(), "fitted_on": "validation"}
+    manifest = _manifest(ensemble, request, spec, cfg, data, {"members": ids}, training, evaluation, switches, cpu,
+                         member_refs)
+    return Trained(manifest, models.put(manifest.model_id, pack(ensemble, manifest)))
+
+
+def open_model(models: ModelStore, mid: str, spec: FeatureSpec | None) -> tuple[Forecaster | Ensemble, Manifest]:
+    """A stored model, its hash checked, and its feature set checked against `spec` where given; an
+    ensemble with its members, each checked too."""
+    files = models.get(mid)
+    where = f"model {mid} in {models.location}"
+    manifest = read_manifest(files, where)
+    if manifest.arch != "ensemble":
+        return unpack(files, where, spec.digest() if spec else None)
+    check_features(manifest, where, spec.digest() if spec else None)
+    forecasters = []
+    for ref in manifest.members:
+        member, member_manifest = open_model(models, ref["model_id"], spec)
+        if member_manifest.parameter_sha256 != ref["parameter_sha256"]:
+            raise ModelError(f"{where}: member {ref['model_id']} has other weights than the ensemble was fitted to")
+        forecasters.append(member)
+    return unpack_ensemble(files, where, forecasters), manifest
+
+
+def remove(models: ModelStore, mid: str) -> None:
+    """Delete a model, unless an ensemble in the store has it as a member (ModelError naming them)."""
+    users = [other for other in models.ids() if other != mid and any(
+        ref["model_id"] == mid for ref in read_manifest(models.get(other), other).members)]
+    if users:
+        raise ModelError(f"model {mid} is a member of {', '.join(users)}: remove {'them' if len(users) > 1 else 'it'}"
+                         " first")
+    models.remove(mid)
 
 
 def evaluate(models: ModelStore, mid: str, data_cfg: TrainConfig, data: dataset.Dataset, spec: FeatureSpec) -> dict:

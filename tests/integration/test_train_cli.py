@@ -89,3 +89,22 @@ def test_a_request_that_cannot_be_met_is_an_error_that_says_why(market, env, arg
 def test_a_time_that_is_not_one_is_a_usage_error(env):
     done = foxhunt("train", "mlp", "--journal", "x", "--from", "yesterday", env=env)
     assert done.returncode == 2 and "expected a time in ISO 8601" in done.stderr
+
+
+def test_an_ensemble_of_stored_models_is_trained_evaluated_and_keeps_its_members(market, env, tmp_path):
+    store = str(tmp_path / "models")
+    members = [train(arch, "--journal", market, "--out", store, env=env)["model_id"] for arch in ("mlp", "attention")]
+    ensemble = train("ensemble", "--members", ",".join(members), "--journal", market, "--out", store, env=env)
+    assert [ref["model_id"] for ref in ensemble["members"]] == members
+    weights = ensemble["training"]["weights"]
+    assert len(weights) == 2 and all(abs(sum(w[j] for w in weights) - 1) < 1e-6 for j in range(3))
+    scored = summary("models", "eval", ensemble["model_id"], "--journal", market, "--store", store, env=env)
+    assert set(scored) == {"h1", "h4", "h16"}
+    refused = foxhunt("models", "rm", members[0], "--store", store, env=env)
+    assert refused.returncode == 2 and f"is a member of {ensemble['model_id']}" in refused.stderr
+    ok("models", "rm", ensemble["model_id"], "--store", store, env=env)
+    ok("models", "rm", members[0], "--store", store, env=env)
+    alone = foxhunt("train", "ensemble", "--members", members[1], "--journal", market, "--out", store, env=env)
+    assert alone.returncode == 2 and "two or more different members" in alone.stderr
+    stray = foxhunt("train", "mlp", "--members", members[1], "--journal", market, "--out", store, env=env)
+    assert stray.returncode == 2 and "only an ensemble's" in stray.stderr

@@ -14,14 +14,17 @@ import numpy as np
 import pytest
 import torch
 
+from foxhunt.adapters.models.store import LocalModelStore
 from foxhunt.core.features import FeatureSpec
 from foxhunt.models.configs import ARCHITECTURES, Shape, TrainConfig
 from foxhunt.models.determinism import make_deterministic
+from foxhunt.models.ensemble import fit_weights
 from foxhunt.models.forecaster import build, parameter_hash
 from foxhunt.models.mamba2 import ssd
 from foxhunt.models.tft import TemporalFusionTransformer
 from foxhunt.training import dataset
 from foxhunt.training.dataset import Source
+from foxhunt.training.train import TrainRequest, train_ensemble
 from foxhunt.training.trainer import Trainer
 from tests.ml.market import by_symbol, messages
 
@@ -176,3 +179,36 @@ def test_a_configured_value_replaces_the_presets_and_a_wrong_one_is_named():
         TrainConfig(models={"tft": {"hiden": 24}}).model("tft", "tiny")
     with pytest.raises(ValueError, match="models.lstm"):
         TrainConfig(models={"lstm": {}})
+
+
+def test_ensemble_weights_go_to_the_member_that_forecasts_and_stay_on_the_simplex():
+    rng = np.random.default_rng(0)
+    y = rng.normal(0.0, 1.0, (3000, 2))
+    informed = (0.8 * y + rng.normal(0.0, 0.3, y.shape))[..., None] + np.array([-0.5, 0.0, 0.5])
+    noise = rng.normal(0.0, 1.0, (3000, 2, 3))
+    weights = fit_weights(np.stack([noise, informed, noise[::-1]]), y, (0.1, 0.5, 0.9))
+    np.testing.assert_allclose(weights.sum(axis=0), 1.0)
+    assert (weights >= 0).all() and (weights[1] > 0.95).all()
+    assert np.array_equal(weights, fit_weights(np.stack([noise, informed, noise[::-1]]), y, (0.1, 0.5, 0.9)))
+
+
+def test_an_ensemble_is_fitted_on_the_validation_range_only(tmp_path):
+    """The test range's data can be anything: the weights do not move."""
+    store = LocalModelStore(tmp_path)
+    full = data(4_000)
+    ids, forecasters = [], []
+    for arch in ("mlp", "mamba2"):
+        make_deterministic(1)
+        model = Trainer(full, arch, CFG.model(arch, "tiny"), CFG, 1, torch.device("cpu")).run().model
+        forecasters.append(model)
+        ids.append(f"{arch}-{parameter_hash(model)[:12]}")
+    request = TrainRequest("ensemble", ["synthetic"], None, None, 1, "cpu", "tiny", False)
+    weights = []
+    for scramble in (False, True):
+        d = data(4_000)
+        if scramble:  # other outcomes in the test range
+            d.labels[d.splits.test] = np.random.default_rng(3).normal(size=(d.splits.test.size, len(CFG.horizons)))
+        trained = train_ensemble(d, request, ids, forecasters, SPEC, CFG, store)
+        weights.append(trained.manifest.training["weights"])
+    assert weights[0] == weights[1]
+    assert trained.manifest.members[0]["model_id"] == ids[0] and trained.manifest.model_id.startswith("ensemble-")
