@@ -10,7 +10,6 @@ import msgspec
 from safetensors import SafetensorError
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
-
 from torch import nn
 
 from foxhunt.errors import ModelError

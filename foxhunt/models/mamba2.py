@@ -3,6 +3,9 @@ algorithms through structured state space duality", ICML), in the chunked state-
 of its section 6: within a chunk the scan is a masked matrix product, across chunks a short recurrence
 over the chunks' states. Only matmuls, cumulative sums and elementwise ops: no custom kernel, no scatter.
 
+Cumulative sums are products with a triangular matrix of ones: torch.cumsum on CUDA has no deterministic
+kernel for floating point (deterministic mode refuses it), a matmul has.
+
 A block: input projection to (z, x, B, C, dt), a causal depthwise convolution over (x, B, C) written as a
 sum of shifted products, SiLU, the SSD scan with a scalar decay per head (A = -exp(A_log), discretised
 by dt), a skip D, a norm gated by SiLU(z), output projection; blocks are residual and pre-normed.
@@ -20,14 +23,22 @@ from foxhunt.models.configs import Mamba2Config, Shape
 from foxhunt.models.layers import QuantileHead
 
 
+def prefix_sums(x: torch.Tensor) -> torch.Tensor:
+    """x [..., T] -> out[..., i] = x[..., 0] + ... + x[..., i], as x times an upper triangle of ones."""
+    t = x.size(-1)
+    return x @ torch.triu(torch.ones(t, t, dtype=x.dtype, device=x.device))
+
+
 def segment_sums(x: torch.Tensor) -> torch.Tensor:
     """x [..., T] -> [..., T, T] with out[i, j] = x[j+1] + ... + x[i] for i >= j and -inf above the
-    diagonal; summed by a cumulative sum of masked copies, so no difference of large sums loses precision."""
+    diagonal; summed over masked copies (a lower triangle of ones times them), so no difference of large
+    sums loses precision."""
     t = x.size(-1)
-    below = torch.tril(torch.ones(t, t, dtype=torch.bool, device=x.device), -1)
-    sums = torch.cumsum(x.unsqueeze(-1).expand(*x.shape, t).masked_fill(~below, 0.0), dim=-2)
-    on_or_below = torch.tril(torch.ones(t, t, dtype=torch.bool, device=x.device))
-    return sums.masked_fill(~on_or_below, float("-inf"))
+    ones = torch.ones(t, t, dtype=torch.bool, device=x.device)
+    below = torch.tril(ones, -1)
+    copies = x.unsqueeze(-1).expand(*x.shape, t).masked_fill(~below, 0.0)  # [..., k, j] = x[k] where k > j
+    sums = torch.tril(ones).to(x.dtype) @ copies
+    return sums.masked_fill(~torch.tril(ones), float("-inf"))
 
 
 def ssd(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, chunk: int) -> torch.Tensor:
@@ -44,7 +55,7 @@ def ssd(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, chun
     b = b.reshape(batch, chunks, chunk, heads, -1)
     c = c.reshape(batch, chunks, chunk, heads, -1)
     a = a.reshape(batch, chunks, chunk, heads).permute(0, 3, 1, 2)  # [B, H, chunks, chunk]
-    a_cum = torch.cumsum(a, dim=-1)
+    a_cum = prefix_sums(a)
     # within chunks: the quadratic (attention-like) form
     decay = torch.exp(segment_sums(a))
     y_diag = torch.einsum("bclhn,bcshn,bhcls,bcshp->bclhp", c, b, decay, x)

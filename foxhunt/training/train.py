@@ -18,7 +18,14 @@ import foxhunt
 from foxhunt.core.features import FeatureSpec
 from foxhunt.errors import ConfigError, ModelError
 from foxhunt.models.artifact import (
-    FeatureSetRef, Manifest, check_features, model_id, pack, read_manifest, unpack, unpack_ensemble,
+    FeatureSetRef,
+    Manifest,
+    check_features,
+    model_id,
+    pack,
+    read_manifest,
+    unpack,
+    unpack_ensemble,
 )
 from foxhunt.models.configs import TrainConfig
 from foxhunt.models.determinism import fingerprint, make_deterministic
@@ -117,7 +124,7 @@ def members(models: ModelStore, ids: list[str], spec: FeatureSpec) -> list[Forec
     """An ensemble's members from the store, each verified, none an ensemble itself."""
     out = []
     for mid in ids:
-        model, manifest = open_model(models, mid, spec)
+        model, _ = open_model(models, mid, spec)
         if not isinstance(model, Forecaster):
             raise ModelError(f"model {mid} is an ensemble; an ensemble's members are forecasters")
         out.append(model)

@@ -212,3 +212,28 @@ def test_an_ensemble_is_fitted_on_the_validation_range_only(tmp_path):
         weights.append(trained.manifest.training["weights"])
     assert weights[0] == weights[1]
     assert trained.manifest.members[0]["model_id"] == ids[0] and trained.manifest.model_id.startswith("ensemble-")
+
+
+# Ops with no deterministic CUDA kernel (torch.use_deterministic_algorithms' list) or that add through
+# atomics: CI has no GPU to raise on them, so the models' and the training's sources are read for them.
+NONDETERMINISTIC = ("cumsum(", "cumprod(", "scatter_add", "index_add", "index_put(", ".put_(", "bincount(", "histc(",
+                    "scatter_reduce", "embedding_bag", "ctc_loss", "nll_loss2d", "interpolate(", "kthvalue(", ".median(")
+
+
+def test_no_model_or_training_source_calls_an_op_without_a_deterministic_cuda_kernel():
+    sources = [*(ROOT / "foxhunt" / "models").glob("*.py"), *(ROOT / "foxhunt" / "training").glob("*.py")]
+    found = [(path.name, op) for path in sources for op in NONDETERMINISTIC
+             if op in path.read_text()]
+    assert found == []
+
+
+def test_prefix_sums_and_segment_sums_equal_their_definitions():
+    from foxhunt.models.mamba2 import prefix_sums, segment_sums
+
+    x = torch.randn(3, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(prefix_sums(x), torch.cumsum(x, -1))
+    seg = segment_sums(x)
+    for i in range(7):
+        for j in range(7):
+            want = x[:, j + 1 : i + 1].sum(-1) if i >= j else torch.full((3,), float("-inf"), dtype=torch.float64)
+            torch.testing.assert_close(seg[:, i, j], want)
