@@ -39,9 +39,9 @@ def data(n: int = 3_000, cfg: TrainConfig = CFG) -> dataset.Dataset:
 
 
 def train(arch: str, seed: int, checkpoint: Path | None = None, resume: bool = False, stop_at: int = 0,
-          cfg: TrainConfig = CFG) -> str:
+          cfg: TrainConfig = CFG, device: str = "cpu") -> str:
     make_deterministic(cfg.threads)
-    trainer = Trainer(data(cfg=cfg), arch, cfg.model(arch, "tiny"), cfg, seed, torch.device("cpu"), checkpoint)
+    trainer = Trainer(data(cfg=cfg), arch, cfg.model(arch, "tiny"), cfg, seed, torch.device(device), checkpoint)
 
     def interrupt(step, _last):
         if step == stop_at:
