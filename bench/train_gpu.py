@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 import msgspec
-import numpy as np
 import torch
 
 from foxhunt import config
