@@ -26,6 +26,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -82,7 +83,7 @@ def determinism(args, d) -> dict:
             first = trained_hash(arch, 1, args, d)
             again = trained_hash(arch, 1, args, d)
             other = trained_hash(arch, 2, args, d)
-            checkpoint = Path(args.out) / f"ckpt-{arch}.pt"
+            checkpoint = Path(tempfile.mkdtemp()) / f"ckpt-{arch}.pt"
             checkpoint.unlink(missing_ok=True)
             stop = train_config(args).eval_every + 1
             try:

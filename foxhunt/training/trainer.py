@@ -168,14 +168,15 @@ class Trainer:
     def _resume(self) -> int:
         if self.checkpoint is None or not self.checkpoint.exists():
             return 0
-        state = torch.load(self.checkpoint, map_location=self.device, weights_only=True)
+        # onto the CPU: generator states must be CPU byte tensors; the model and the optimiser copy theirs over
+        state = torch.load(self.checkpoint, map_location="cpu", weights_only=True)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.batches.set_state(state["batches"])
         torch.set_rng_state(state["cpu_rng"])
         if "cuda_rng" in state:
-            torch.cuda.set_rng_state(state["cuda_rng"].cpu(), self.device)
-        self.step, self.order, self.position = state["step"], state["order"].cpu(), state["position"]
+            torch.cuda.set_rng_state(state["cuda_rng"], self.device)
+        self.step, self.order, self.position = state["step"], state["order"], state["position"]
         self.best_loss, self.best_step = state["best_loss"], state["best_step"]
         self.best_state = copy.copy(state["best_state"])
         self.bad_evaluations, self.history = state["bad_evaluations"], state["history"]
