@@ -3,8 +3,9 @@ algorithms through structured state space duality", ICML), in the chunked state-
 of its section 6: within a chunk the scan is a masked matrix product, across chunks a short recurrence
 over the chunks' states. Only matmuls, cumulative sums and elementwise ops: no custom kernel, no scatter.
 
-Cumulative sums are products with a triangular matrix of ones: torch.cumsum on CUDA has no deterministic
-kernel for floating point (deterministic mode refuses it), a matmul has.
+Cumulative sums are products with a triangular matrix of ones: a matmul is deterministic on every device
+and release, while torch.cumsum on CUDA had no deterministic kernel for floating point in earlier releases
+(deterministic mode refuses it in torch 2.5; 2.11 on the H200 runs it).
 
 A block: input projection to (z, x, B, C, dt), a causal depthwise convolution over (x, B, C) written as a
 sum of shifted products, SiLU, the SSD scan with a scalar decay per head (A = -exp(A_log), discretised

@@ -38,15 +38,36 @@ class VariableSelection(nn.Module):
         return (weights.unsqueeze(-1) * processed).sum(dim=-2), weights
 
 
+class StackedLstm(nn.Module):
+    """LSTM layers stacked by hand, with torch's dropout between them. nn.LSTM's own inter-layer dropout
+    runs inside cuDNN, from a generator cuDNN keeps to itself: no checkpoint can hold its state, so a run
+    resumed on a GPU would draw other masks than the uninterrupted run (seen on the H200); torch's dropout
+    draws from the CUDA generator, whose state a checkpoint keeps."""
+
+    def __init__(self, d: int, layers: int, dropout: float) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.LSTM(d, d, batch_first=True) for _ in range(layers))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, state: list[tuple[torch.Tensor, torch.Tensor]] | None = None):
+        """(output of the last layer, each layer's final (h, c)); `state`: each layer's initial (h, c)."""
+        finals = []
+        for i, lstm in enumerate(self.layers):
+            if i:
+                x = self.drop(x)
+            x, final = lstm(x, None if state is None else state[i])
+            finals.append(final)
+        return x, finals
+
+
 class TemporalFusionTransformer(nn.Module):
     def __init__(self, cfg: TftConfig, shape: Shape) -> None:
         super().__init__()
         d, drop, horizons = cfg.hidden, cfg.dropout, len(shape.horizons)
         self.selection = VariableSelection(shape.features, d, drop)
         self.horizon_embedding = nn.Parameter(torch.randn(horizons, d) * 0.1)
-        lstm_drop = drop if cfg.lstm_layers > 1 else 0.0
-        self.encoder = nn.LSTM(d, d, cfg.lstm_layers, batch_first=True, dropout=lstm_drop)
-        self.decoder = nn.LSTM(d, d, cfg.lstm_layers, batch_first=True, dropout=lstm_drop)
+        self.encoder = StackedLstm(d, cfg.lstm_layers, drop)
+        self.decoder = StackedLstm(d, cfg.lstm_layers, drop)
         self.lstm_gate = GateAddNorm(d, drop)
         self.enrichment = GatedResidualNetwork(d, d, d, drop)
         self.attention = Attention(d, cfg.heads, drop, shared_values=True)

@@ -38,6 +38,9 @@ def test_on_cuda_a_resumed_run_ends_with_the_uninterrupted_weights(arch, tmp_pat
 
 
 def test_deterministic_mode_refuses_an_op_without_a_deterministic_cuda_kernel():
+    """Linear interpolation's backward adds through atomics on CUDA (what pytorch-forecasting's TFT uses,
+    and why it cannot train in deterministic mode: docs/benchmarks.md)."""
     make_deterministic(1)
-    with pytest.raises(RuntimeError, match="deterministic"):
-        torch.cumsum(torch.ones(8, device="cuda"), 0)
+    x = torch.randn(1, 1, 8, device="cuda", requires_grad=True)
+    with pytest.raises(RuntimeError, match="does not have a deterministic implementation"):
+        torch.nn.functional.interpolate(x, scale_factor=2, mode="linear").sum().backward()
