@@ -10,6 +10,7 @@ import datetime as dt
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from contextlib import aclosing, contextmanager
 from pathlib import Path
@@ -326,12 +327,13 @@ def cmd_models(args: argparse.Namespace, cfg: config.Config) -> int:
 
     models = bootstrap.model_store(cfg, args.store)
     if args.action == "list":
-        for mid in models.ids():
-            m = train.read_manifest(models.get(mid), mid)
+        ids = models.ids()
+        for mid in ids:
+            m = train.manifest(models, mid)
             journals = ",".join(j["journal"] for j in m.training.get("journals", []))
-            print(f"{mid}	{m.arch} {m.size}	{m.feature_set.name} v{m.feature_set.version}	seed {m.seed}"
-                  f"	journals {journals}	created {m.created_at}")
-        if not models.ids():
+            print(f"{mid}\t{m.arch} {m.size}\t{m.feature_set.name} v{m.feature_set.version}\tseed {m.seed}"
+                  f"\tjournals {journals}\tcreated {m.created_at}")
+        if not ids:
             print(f"no models in {models.location}")
         return EXIT_OK
     if args.action == "show":
@@ -342,7 +344,7 @@ def cmd_models(args: argparse.Namespace, cfg: config.Config) -> int:
         train.remove(models, args.model_id)
         print(f"removed {args.model_id} from {models.location}")
         return EXIT_OK
-    _, m = train.open_model(models, args.model_id, cfg.features)
+    model, m = train.open_model(models, args.model_id, cfg.features)
     data_cfg = train.eval_config(m, cfg.train)
     request = train.TrainRequest(m.arch, args.journals, args.start, args.end, m.seed, "cpu", m.size, False)
     dsn = bootstrap.resolve_dsn(cfg)
@@ -352,7 +354,7 @@ def cmd_models(args: argparse.Namespace, cfg: config.Config) -> int:
         return await train.load(store, request, cfg.features, data_cfg, splits=False)
 
     data = _run_async(go)
-    result = train.evaluate(models, args.model_id, data_cfg, data, cfg.features)
+    result = train.evaluate(model, data)
     if args.json:
         print(json.dumps(result, sort_keys=True))
     else:
@@ -420,14 +422,16 @@ def _progress(what: str, total: int, quiet: bool):
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
                TextColumn("{task.fields[loss]}"), TimeRemainingColumn())
     with Progress(*columns) as bar:
-        task = bar.add_task(what, total=total, loss="")
+        task = bar.add_task(what, total=total, loss="", rate="")
+        started = time.monotonic()
 
         def advance(step: int, last: dict[str, float]) -> None:
             loss = f"loss {last['loss']:.4f}" + (f" val {last['validation_loss']:.4f}" if "validation_loss" in last else "")
-            bar.update(task, completed=step, loss=loss)
+            rate = f"{step / max(time.monotonic() - started, 1e-9):.1f} steps/s"
+            bar.update(task, completed=step, loss=loss, rate=rate)
 
         yield advance
 

@@ -35,8 +35,6 @@ from foxhunt.ports import JournalStore, ModelStore
 from foxhunt.training import dataset, metrics
 from foxhunt.training.trainer import Trainer, predict
 
-__all__ = ["TrainRequest", "Trained", "eval_config", "evaluate", "load", "open_model", "read_manifest", "train"]
-
 
 class TrainRequest(NamedTuple):
     arch: str
@@ -192,24 +190,27 @@ def open_model(models: ModelStore, mid: str, spec: FeatureSpec | None) -> tuple[
 
 def remove(models: ModelStore, mid: str) -> None:
     """Delete a model, unless an ensemble in the store has it as a member (ModelError naming them)."""
-    users = [other for other in models.ids() if other != mid and any(
-        ref["model_id"] == mid for ref in read_manifest(models.get(other), other).members)]
+    users = [other for other in models.ids()
+             if other != mid and any(ref["model_id"] == mid for ref in manifest(models, other).members)]
     if users:
         raise ModelError(f"model {mid} is a member of {', '.join(users)}: remove {'them' if len(users) > 1 else 'it'}"
                          " first")
     models.remove(mid)
 
 
-def evaluate(models: ModelStore, mid: str, data_cfg: TrainConfig, data: dataset.Dataset, spec: FeatureSpec) -> dict:
-    model, manifest = open_model(models, mid, spec)
-    if data.window < manifest.shape.window:
-        raise ModelError(f"model {mid} reads windows of {manifest.shape.window} rows")
+def manifest(models: ModelStore, mid: str) -> Manifest:
+    """A stored model's manifest alone, its weights neither read nor checked (for listing)."""
+    return read_manifest(models.get(mid), f"model {mid} in {models.location}")
+
+
+def evaluate(model: Forecaster | Ensemble, data: dataset.Dataset) -> dict:
+    """The metrics of `model` on every sample of `data` (built with eval_config of its manifest)."""
     ends = data.samples
     return metrics.evaluate(predict(model, data, ends, torch.device("cpu")), data.labels[ends],
-                            data_cfg.horizons, data_cfg.quantiles)
+                            model.shape.horizons, model.shape.quantiles)
 
 
-def eval_config(manifest: Manifest, base: TrainConfig) -> TrainConfig:
+def eval_config(trained: Manifest, base: TrainConfig) -> TrainConfig:
     """The training configuration a model was trained with, as far as it shapes the data set."""
-    return msgspec.structs.replace(base, window=manifest.shape.window, horizons=manifest.shape.horizons,
-                                   quantiles=manifest.shape.quantiles)
+    return msgspec.structs.replace(base, window=trained.shape.window, horizons=trained.shape.horizons,
+                                   quantiles=trained.shape.quantiles)
