@@ -59,3 +59,12 @@ def cli_env(state_dir, pg_dsn):
     env["FOXHUNT_STATE_DIR"] = str(state_dir)
     env.pop("FOXHUNT_DSN", None)
     return env
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's S3 server behind a proxy that can break uploads (tests/s3_server.py)."""
+    from tests.s3_server import s3_server as serve
+
+    with serve() as proxy:
+        yield proxy

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 
+import boto3
 import pytest
 
 from tests.integration.test_cli import foxhunt, ok, summary
+from tests.s3_server import CREDENTIALS
 
 pytestmark = pytest.mark.postgres
 
@@ -108,3 +110,25 @@ def test_an_ensemble_of_stored_models_is_trained_evaluated_and_keeps_its_members
     assert alone.returncode == 2 and "two or more different members" in alone.stderr
     stray = foxhunt("train", "mlp", "--members", members[1], "--journal", market, "--out", store, env=env)
     assert stray.returncode == 2 and "only an ensemble's" in stray.stderr
+
+
+def test_models_go_to_an_s3_bucket_and_back_with_credentials_from_the_environment(market, env, s3_server):
+    endpoint = f"http://127.0.0.1:{s3_server.port}"
+    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+                 region_name="us-east-1").create_bucket(Bucket="desk-models")
+    s3 = env | CREDENTIALS | {"FOXHUNT_MODELS__S3_ENDPOINT_URL": endpoint}
+    store = "s3://desk-models/foxhunt"
+    trained = train("attention", "--journal", market, "--out", store, env=s3)
+    assert trained["model_id"] in ok("models", "list", "--store", store, env=s3).stdout
+    scored = summary("models", "eval", trained["model_id"], "--journal", market, "--store", store, env=s3)
+    assert set(scored) == {"h1", "h4", "h16"}
+    ok("models", "rm", trained["model_id"], "--store", store, env=s3)
+    assert "no models in s3://desk-models/foxhunt" in ok("models", "list", "--store", store, env=s3).stdout
+    secret = s3 | {"AWS_SECRET_ACCESS_KEY": "wrong-secret-value"}
+    s3_server.breaking = True
+    try:
+        broken = foxhunt("train", "mlp", "--journal", market, "--out", store, env=secret)
+    finally:
+        s3_server.breaking = False
+    assert broken.returncode == 2 and "storing weights.safetensors of model mlp-" in broken.stderr
+    assert "wrong-secret-value" not in broken.stderr + broken.stdout
