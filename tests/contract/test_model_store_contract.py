@@ -4,12 +4,6 @@ a TCP proxy that can break an upload half way."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import threading
-import time
-
 import boto3
 import pytest
 import torch
