@@ -285,6 +285,8 @@ def cmd_train(args: argparse.Namespace, cfg: config.Config) -> int:
     if (args.model == "ensemble") != bool(args.members):
         raise ConfigError("--members names an ensemble's members, and only an ensemble's")
     members = train.members(models, args.members, cfg.features) if args.members else []
+    if not members:
+        cfg.train.model(args.model, args.size)  # a configuration that makes no model fails before any reading
     data_cfg = train.ensemble_config(members, cfg.train) if members else cfg.train
     dsn = bootstrap.resolve_dsn(cfg)
 

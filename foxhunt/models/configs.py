@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from foxhunt.errors import ConfigError
+
 ARCHITECTURES = ("mlp", "attention", "tft", "mamba2")
 Size = Literal["tiny", "production"]
 
@@ -19,13 +21,30 @@ class _Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     pass
 
 
-class MlpConfig(_Config, frozen=True, kw_only=True):
+class _ModelConfig(_Config, frozen=True, kw_only=True):
+    """Sizes are positive integers, a dropout is in [0, 1); each architecture adds what its shapes need."""
+
+    def __post_init__(self) -> None:
+        for name in self.__struct_fields__:
+            value = getattr(self, name)
+            if name == "dropout":
+                if not 0.0 <= value < 1.0:
+                    raise ValueError(f"dropout must be in [0, 1), got {value}")
+            elif value < 1:
+                raise ValueError(f"{name} must be positive, got {value}")
+        self.check()
+
+    def check(self) -> None:
+        pass
+
+
+class MlpConfig(_ModelConfig, frozen=True, kw_only=True):
     hidden: int = 16
     layers: int = 2
     dropout: float = 0.0
 
 
-class AttentionConfig(_Config, frozen=True, kw_only=True):
+class AttentionConfig(_ModelConfig, frozen=True, kw_only=True):
     """A pre-norm transformer encoder over the window; the last position's state forecasts."""
 
     d_model: int = 16
@@ -34,8 +53,12 @@ class AttentionConfig(_Config, frozen=True, kw_only=True):
     d_ff: int = 32
     dropout: float = 0.0
 
+    def check(self) -> None:
+        if self.d_model % self.heads:
+            raise ValueError(f"d_model ({self.d_model}) must be a multiple of heads ({self.heads})")
 
-class TftConfig(_Config, frozen=True, kw_only=True):
+
+class TftConfig(_ModelConfig, frozen=True, kw_only=True):
     """The Temporal Fusion Transformer (Lim, Arik, Loeff and Pfister 2021, Int. J. Forecasting 37(4)):
     hidden size, attention heads, LSTM layers, dropout."""
 
@@ -44,8 +67,12 @@ class TftConfig(_Config, frozen=True, kw_only=True):
     lstm_layers: int = 1
     dropout: float = 0.0
 
+    def check(self) -> None:
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
 
-class Mamba2Config(_Config, frozen=True, kw_only=True):
+
+class Mamba2Config(_ModelConfig, frozen=True, kw_only=True):
     """Mamba2 blocks (Dao and Gu 2024, "Transformers are SSMs", ICML): model width, state size, head
     width, expansion, depthwise convolution width, blocks, and the chunk length of the SSD form."""
 
@@ -57,8 +84,13 @@ class Mamba2Config(_Config, frozen=True, kw_only=True):
     layers: int = 1
     chunk: int = 8
 
+    def check(self) -> None:
+        if self.expand * self.d_model % self.headdim:
+            raise ValueError(f"expand * d_model ({self.expand * self.d_model}) must be a multiple of headdim"
+                             f" ({self.headdim})")
 
-MODEL_CONFIGS: dict[str, type[_Config]] = {
+
+MODEL_CONFIGS: dict[str, type[_ModelConfig]] = {
     "mlp": MlpConfig, "attention": AttentionConfig, "tft": TftConfig, "mamba2": Mamba2Config,
 }
 
@@ -115,15 +147,19 @@ class TrainConfig(_Config, frozen=True, kw_only=True):
             raise ValueError("train_fraction and validation_fraction must be positive and sum to less than 1")
         if not self.learning_rate > 0 or self.weight_decay < 0 or not self.grad_clip > 0:
             raise ValueError("learning_rate and grad_clip must be positive, weight_decay not negative")
-        for arch in self.models:
+        for arch, values in self.models.items():
             if arch not in MODEL_CONFIGS:
                 raise ValueError(f"models.{arch}: no such architecture (one of {', '.join(ARCHITECTURES)})")
+            if unknown := set(values) - set(MODEL_CONFIGS[arch].__struct_fields__):
+                raise ValueError(f"models.{arch}: unknown setting(s) {sorted(unknown)}; known:"
+                                 f" {list(MODEL_CONFIGS[arch].__struct_fields__)}")
 
     def model(self, arch: str, size: Size) -> msgspec.Struct:
-        """The architecture's configuration: the preset of `size` with this configuration's values over it."""
+        """The architecture's configuration: the preset of `size` with this configuration's values over it
+        (ConfigError where the two do not make a model: a hidden size the heads do not divide, say)."""
         values = dict(PRODUCTION[arch]) if size == "production" else {}
         values.update(self.models.get(arch, {}))
         try:
             return msgspec.convert(values, MODEL_CONFIGS[arch])
         except msgspec.ValidationError as e:
-            raise ValueError(f"models.{arch}: {e}") from e
+            raise ConfigError(f"train.models.{arch}, over the {size} preset: {e}") from e

@@ -16,6 +16,7 @@ import torch
 
 from foxhunt.adapters.models.store import LocalModelStore
 from foxhunt.core.features import FeatureSpec
+from foxhunt.errors import ConfigError
 from foxhunt.models.configs import ARCHITECTURES, Shape, TrainConfig
 from foxhunt.models.determinism import make_deterministic
 from foxhunt.models.ensemble import fit_weights
@@ -175,10 +176,15 @@ def test_a_configured_value_replaces_the_presets_and_a_wrong_one_is_named():
     cfg = TrainConfig(models={"tft": {"hidden": 24}})
     assert cfg.model("tft", "tiny").hidden == 24 and cfg.model("tft", "production").hidden == 24
     assert cfg.model("tft", "production").lstm_layers == 2
-    with pytest.raises(ValueError, match="models.tft"):
-        TrainConfig(models={"tft": {"hiden": 24}}).model("tft", "tiny")
+    with pytest.raises(ValueError, match=r"models.tft: unknown setting\(s\) \['hiden'\]"):
+        TrainConfig(models={"tft": {"hiden": 24}})
     with pytest.raises(ValueError, match="models.lstm"):
         TrainConfig(models={"lstm": {}})
+    for arch, bad, message in (("tft", {"hidden": 30, "heads": 4}, "multiple of heads"),
+                               ("attention", {"dropout": 1.0}, r"dropout must be in \[0, 1\)"),
+                               ("mamba2", {"headdim": 7}, "multiple of headdim"), ("mlp", {"layers": 0}, "positive")):
+        with pytest.raises(ConfigError, match=rf"train.models.{arch}, over the tiny preset: .*{message}"):
+            TrainConfig(models={arch: bad}).model(arch, "tiny")
 
 
 def test_ensemble_weights_go_to_the_member_that_forecasts_and_stay_on_the_simplex():
