@@ -88,6 +88,13 @@ def test_a_request_that_cannot_be_met_is_an_error_that_says_why(market, env, arg
     assert done.returncode == 2 and message in done.stderr, done.stderr
 
 
+def test_a_model_configuration_that_makes_no_model_is_refused_before_reading_anything(env):
+    done = foxhunt("train", "tft", "--journal", "never-read", env=env | {"FOXHUNT_TRAIN__MODELS": "{tft={hidden=31}}",
+                                                                       "FOXHUNT_DSN": "postgresql:///nowhere"})
+    assert done.returncode == 2
+    assert "train.models.tft, over the tiny preset: hidden (31) must be a multiple of heads (2)" in done.stderr
+
+
 def test_a_time_that_is_not_one_is_a_usage_error(env):
     done = foxhunt("train", "mlp", "--journal", "x", "--from", "yesterday", env=env)
     assert done.returncode == 2 and "expected a time in ISO 8601" in done.stderr
