@@ -35,7 +35,7 @@ import torch
 
 from foxhunt import config
 from foxhunt.adapters.feeds import open_feed
-from foxhunt.core.features import FeatureSpec
+from foxhunt.core.features import Columns, FeatureSpec
 from foxhunt.models.configs import ARCHITECTURES, TrainConfig
 from foxhunt.models.determinism import fingerprint, make_deterministic
 from foxhunt.models.forecaster import build, parameter_hash
@@ -51,8 +51,8 @@ def data(quotes: int, cfg: TrainConfig) -> dataset.Dataset:
     market = {}
     for i, symbol in enumerate(("EURUSD", "GBPUSD", "USDJPY")):
         price = ",price=150.000" if symbol == "USDJPY" else ""
-        market[symbol] = list(open_feed(f"synthetic:seed={11 + i},n={quotes},symbol={symbol}{price}", instruments,
-                                        EventClock()))
+        market[symbol] = Columns.of(list(open_feed(f"synthetic:seed={11 + i},n={quotes},symbol={symbol}{price}",
+                                                   instruments, EventClock())))
     source = dataset.Source(journal="synthetic", first_seq=1, last_seq=3 * quotes, events=3 * quotes)
     return dataset.build(market, [source], SPEC, cfg)
 

@@ -16,9 +16,9 @@ from typing import NamedTuple
 import msgspec
 import numpy as np
 
-from foxhunt.core.features import Columns, FeatureSpec, batch
+from foxhunt.core.features import Columns, ColumnsBuilder, FeatureSpec, batch
 from foxhunt.errors import DataError
-from foxhunt.messages.market import MARKET_DATA_TYPES, MarketData
+from foxhunt.messages.market import MARKET_DATA_TYPES
 from foxhunt.models.configs import TrainConfig
 from foxhunt.ports import JournalStore
 
@@ -61,13 +61,15 @@ class Dataset(NamedTuple):
 
 async def read_market_data(
     store: JournalStore, journals: list[str], start_ns: int | None = None, end_ns: int | None = None
-) -> tuple[dict[str, list[MarketData]], list[Source]]:
-    """Each symbol's market data inputs from `journals` with start_ns <= ts_event < end_ns: a journal's in
-    its order, several journals' merged by ts_event (ties in the order the journals were given)."""
-    by_symbol: dict[str, list[MarketData]] = {}
+) -> tuple[dict[str, Columns], list[Source]]:
+    """Each symbol's market data inputs from `journals` with start_ns <= ts_event < end_ns, as arrays (no
+    message is kept: 48 bytes an event): a journal's in its order, several journals' merged by ts_event
+    (ties in the order the journals were given)."""
+    parts: dict[str, list[Columns]] = {}
     sources = []
     for name in journals:
         await store.info(name)
+        builders: dict[str, ColumnsBuilder] = {}
         first = last = events = 0
         async with aclosing(store.read(name, decode_derived=False)) as pages:
             async for page in pages:
@@ -77,23 +79,26 @@ async def read_market_data(
                         continue
                     if (start_ns is not None and msg.ts_event < start_ns) or (end_ns is not None and msg.ts_event >= end_ns):
                         continue
-                    by_symbol.setdefault(msg.symbol, []).append(msg)
+                    builder = builders.get(msg.symbol)
+                    if builder is None:
+                        builder = builders[msg.symbol] = ColumnsBuilder()
+                    builder.add(msg)
                     first, last, events = first or record.seq, record.seq, events + 1
+        for symbol, builder in builders.items():
+            parts.setdefault(symbol, []).append(builder.columns())
         sources.append(Source(journal=name, first_seq=first, last_seq=last, events=events))
-    if len(journals) > 1:
-        for symbol, messages in by_symbol.items():
-            by_symbol[symbol] = sorted(messages, key=lambda m: m.ts_event)  # stable
-    return by_symbol, sources
+    market = {s: p[0] if len(p) == 1 else Columns.concat(p) for s, p in parts.items()}
+    return market, sources
 
 
-def build(market: dict[str, list[MarketData]], sources: list[Source], spec: FeatureSpec, cfg: TrainConfig,
+def build(market: dict[str, Columns], sources: list[Source], spec: FeatureSpec, cfg: TrainConfig,
           *, splits: bool = True) -> Dataset:
     horizons = np.array(cfg.horizons)
     longest = int(horizons[-1])
     rows, labels, ends, starts_ts, ends_ts, symbols = [], [], [], [], [], {}
     offset = 0
     for symbol in sorted(market):
-        columns = Columns.of(market[symbol])
+        columns = market[symbol]
         features, prices = batch(spec, columns)
         n = len(columns)
         symbols[symbol] = n

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from foxhunt.core.features import Columns, ColumnsBuilder
 from foxhunt.messages.market import AggressorSide, Bar, MarketData, PriceType, QuoteTick, TradeTick
 
 START = 1_700_000_000_000_000_000
@@ -40,3 +41,11 @@ def by_symbol(msgs: list[MarketData]) -> dict[str, list[MarketData]]:
     for m in msgs:
         out.setdefault(m.symbol, []).append(m)
     return out
+
+
+def columns_by_symbol(msgs: list[MarketData]) -> dict[str, Columns]:
+    """Each symbol's events as the data set reads them from a journal (ColumnsBuilder)."""
+    builders: dict[str, ColumnsBuilder] = {}
+    for m in msgs:
+        builders.setdefault(m.symbol, ColumnsBuilder()).add(m)
+    return {symbol: b.columns() for symbol, b in builders.items()}

@@ -13,7 +13,7 @@ from foxhunt.core.features import Columns, FeaturePipeline, FeatureSpec, batch
 from foxhunt.core.features import kernels as k
 from foxhunt.core.features.pipeline import new_state
 from foxhunt.messages.market import AggressorSide, QuoteTick, TradeTick
-from tests.ml.market import START, by_symbol, messages
+from tests.ml.market import START, by_symbol, columns_by_symbol, messages
 
 SPEC = FeatureSpec()
 
@@ -120,6 +120,22 @@ def test_a_spec_is_named_versioned_and_digested():
                 {"vol_halflife": 0.0}, {"name": "a b"}, {"version": 0}):
         with pytest.raises(ValueError):
             FeatureSpec(**bad)
+
+
+def test_events_gathered_one_by_one_are_the_columns_of_the_list():
+    msgs = by_symbol(messages(3_000))["EURUSD"]
+    gathered = columns_by_symbol(msgs)["EURUSD"]
+    direct = Columns.of(msgs)
+    for a, b in zip(gathered, direct, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_ranges_of_several_journals_merge_in_time_order_ties_in_the_order_given():
+    first = Columns(np.array([1, 3, 5]), np.zeros(3, dtype=np.int64), np.full((3, 4), 1.0))
+    second = Columns(np.array([2, 3, 4]), np.ones(3, dtype=np.int64), np.full((3, 4), 2.0))
+    merged = Columns.concat([first, second])
+    assert merged.ts.tolist() == [1, 2, 3, 3, 4, 5]
+    assert merged.kind.tolist() == [0, 1, 0, 1, 1, 0] and merged.values[:, 0].tolist() == [1, 2, 1, 2, 2, 1]
 
 
 def test_no_feature_is_ever_nan_or_infinite():

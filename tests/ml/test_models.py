@@ -27,7 +27,7 @@ from foxhunt.training import dataset
 from foxhunt.training.dataset import Source
 from foxhunt.training.train import TrainRequest, train_ensemble
 from foxhunt.training.trainer import Trainer
-from tests.ml.market import by_symbol, messages
+from tests.ml.market import by_symbol, columns_by_symbol, messages
 
 SPEC = FeatureSpec()
 CFG = TrainConfig(window=8, horizons=(1, 4), max_steps=12, eval_every=4, batch_size=32, patience=10)
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def data(n: int = 3_000, cfg: TrainConfig = CFG) -> dataset.Dataset:
     source = Source(journal="synthetic", first_seq=1, last_seq=n, events=n)
-    return dataset.build(by_symbol(messages(n)), [source], SPEC, cfg)
+    return dataset.build(columns_by_symbol(messages(n)), [source], SPEC, cfg)
 
 
 def train(arch: str, seed: int, checkpoint: Path | None = None, resume: bool = False, stop_at: int = 0,
@@ -91,9 +91,9 @@ def test_no_forecast_before_a_cut_changes_when_the_data_after_it_is_cut_away():
     model = build("mlp", CFG.model("mlp", "tiny"), Shape(window=8, features=SPEC.width, horizons=CFG.horizons,
                                                         quantiles=CFG.quantiles), seed=2).eval()
     source = [Source(journal="j", first_seq=1, last_seq=1, events=1)]
-    whole = dataset.build(by_symbol(whole_msgs), source, SPEC, CFG, splits=False)
+    whole = dataset.build(columns_by_symbol(whole_msgs), source, SPEC, CFG, splits=False)
     for cut in (500, 1500, 2900):
-        part = dataset.build(by_symbol(whole_msgs[:cut]), source, SPEC, CFG, splits=False)
+        part = dataset.build(columns_by_symbol(whole_msgs[:cut]), source, SPEC, CFG, splits=False)
         # a sample of the part is the same symbol's same row in the whole: its forecast must be the same
         common = part.samples
         with torch.no_grad():

@@ -1,7 +1,7 @@
 """Features of market data for models: one definition (spec.py), numba kernels (kernels.py), and the
 incremental and batch forms over them (pipeline.py), which give the same rows bit for bit."""
 
-from foxhunt.core.features.pipeline import Columns, FeaturePipeline, batch
+from foxhunt.core.features.pipeline import Columns, ColumnsBuilder, FeaturePipeline, batch
 from foxhunt.core.features.spec import FeatureSpec
 
-__all__ = ["Columns", "FeaturePipeline", "FeatureSpec", "batch"]
+__all__ = ["Columns", "ColumnsBuilder", "FeaturePipeline", "FeatureSpec", "batch"]

@@ -8,6 +8,7 @@ Fed the same events of a symbol from the same start, both give the same rows, bi
 
 from __future__ import annotations
 
+from array import array
 from typing import NamedTuple
 
 import numpy as np
@@ -62,6 +63,36 @@ class Columns(NamedTuple):
 
     def __len__(self) -> int:
         return int(self.ts.size)
+
+    @classmethod
+    def concat(cls, parts: list[Columns]) -> Columns:
+        """Several ranges of one symbol merged in time order (ties keep the order of `parts`)."""
+        whole = cls(np.concatenate([p.ts for p in parts]), np.concatenate([p.kind for p in parts]),
+                    np.concatenate([p.values for p in parts]).reshape(-1, 4))
+        order = np.argsort(whole.ts, kind="stable")
+        return cls(whole.ts[order], whole.kind[order], np.ascontiguousarray(whole.values[order]))
+
+
+class ColumnsBuilder:
+    """One symbol's events gathered into Columns as they come, 48 bytes an event (no message kept)."""
+
+    def __init__(self) -> None:
+        self.ts = array("q")
+        self.kind = array("q")
+        self.values = array("d")
+
+    def add(self, msg: MarketData) -> None:
+        kind, v0, v1, v2, v3 = event(msg)
+        self.ts.append(msg.ts_event)
+        self.kind.append(kind)
+        self.values.extend((v0, v1, v2, v3))
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def columns(self) -> Columns:
+        return Columns(np.frombuffer(self.ts, dtype=np.int64).copy(), np.frombuffer(self.kind, dtype=np.int64).copy(),
+                       np.frombuffer(self.values, dtype=np.float64).reshape(-1, 4).copy())
 
 
 def batch(spec: FeatureSpec, columns: Columns, state: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
