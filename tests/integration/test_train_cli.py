@@ -3,6 +3,7 @@ a model store in a directory."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import boto3
@@ -139,3 +140,24 @@ def test_models_go_to_an_s3_bucket_and_back_with_credentials_from_the_environmen
         s3_server.breaking = False
     assert broken.returncode == 2 and "storing weights.safetensors of model mlp-" in broken.stderr
     assert "wrong-secret-value" not in broken.stderr + broken.stdout
+
+
+def test_a_training_set_reads_an_ingested_file_and_a_recorded_run_together(market, env, journal_name, tmp_path):
+    """Bars of one instrument ingested from a file, and the quotes a paper run recorded: both journals'
+    market data, each journal's sequence range in the manifest, bars and quotes each their symbol's."""
+    path = tmp_path / "gbpusd-m1-bid-2024.csv"
+    rows, price, start = ["timestamp,open,high,low,close"], 1.25, 1_704_153_600
+    for i in range(2500):
+        move = ((i * 7919) % 11 - 5) * 0.00002
+        close = round(price + move, 5)
+        stamp = dt.datetime.fromtimestamp(start + 60 * i, dt.UTC).isoformat()
+        rows.append(f"{stamp},{price:.5f},{max(price, close) + 0.0001:.5f},{min(price, close) - 0.0001:.5f},{close:.5f}")
+        price = close
+    path.write_text("\n".join(rows) + "\n")
+    ingested = f"{journal_name}-bars"
+    ok("ingest", str(path), "--journal", ingested, env=env)
+    trained = train("mlp", "--journal", market, "--journal", ingested, "--out", str(tmp_path / "m"), env=env)
+    journals = {j["journal"]: j for j in trained["training"]["journals"]}
+    assert journals[ingested]["events"] == 2500 and journals[ingested]["first_seq"] >= 1
+    assert journals[market]["events"] > 3000
+    assert trained["training"]["symbols"] == {"EURUSD": journals[market]["events"], "GBPUSD": 2500}
