@@ -5,6 +5,7 @@ production-size checks on the H200 are bench/train_gpu.py's (docs/benchmarks.md)
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -44,3 +45,14 @@ def test_deterministic_mode_refuses_an_op_without_a_deterministic_cuda_kernel():
     x = torch.randn(1, 1, 8, device="cuda", requires_grad=True)
     with pytest.raises(RuntimeError, match="does not have a deterministic implementation"):
         torch.nn.functional.interpolate(x, scale_factor=2, mode="linear").sum().backward()
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_on_cuda_graph_replay_equals_eager_bitwise_and_rows_stay_independent(arch):
+    from tests.ml.test_scorer import scorer, windows
+
+    rows = windows(8)
+    graphed = scorer(arch, batch=8, device="cuda", graph=True)
+    eager = scorer(arch, batch=8, device="cuda", graph=False)
+    assert np.array_equal(graphed.score(rows), eager.score(rows))
+    assert np.array_equal(graphed.score(rows)[:1], graphed.score(rows[:1]))
