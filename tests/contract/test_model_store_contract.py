@@ -98,10 +98,13 @@ def test_an_upload_broken_half_way_leaves_no_model_and_can_be_repeated(store):
             store.put(mid, stored)
         assert store.proxy.cuts >= 1
         store.proxy.breaking = False
-    else:  # a process killed while writing leaves its hidden folder, half written
+    else:  # a process killed while writing leaves its hidden folder half written; one killed while
+        # removing, the model's folder without its manifest
         half = store.root / f".incoming-{mid}-12345"
         half.mkdir(parents=True)
         (half / WEIGHTS).write_bytes(stored[WEIGHTS][:100])
+        (store.root / mid).mkdir()
+        (store.root / mid / WEIGHTS).write_bytes(b"left behind")
     assert store.ids() == []
     with pytest.raises(ModelError, match="no model"):
         store.get(mid)

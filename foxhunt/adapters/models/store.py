@@ -55,6 +55,8 @@ class LocalModelStore(ModelStore):
                     f.write(files[name])
                     f.flush()
                     os.fsync(f.fileno())
+            if final.exists():  # a folder without a manifest: what a removal cut short left, never a model
+                shutil.rmtree(final)
             os.rename(incoming, final)
             fd = os.open(self.root, os.O_RDONLY)
             try:
