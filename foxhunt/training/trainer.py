@@ -20,6 +20,7 @@ import msgspec
 import numpy as np
 import torch
 
+from foxhunt.errors import ModelError
 from foxhunt.models.configs import Shape, TrainConfig
 from foxhunt.models.forecaster import Forecaster, build
 from foxhunt.training.dataset import Dataset
@@ -126,8 +127,12 @@ class Trainer:
                 progress(self.step, last)
             if stopped_early:
                 break
-        if self.best_state:
-            self.model.load_state_dict(self.best_state)
+        if not self.best_state:  # no evaluation gave a finite loss: the weights are not a model
+            raise ModelError(
+                f"training diverged: the validation loss was never finite (last: {self.history[-1]}); nothing"
+                " is stored: lower [train] learning_rate or grad_clip"
+            )
+        self.model.load_state_dict(self.best_state)
         return Outcome(self.model.to("cpu"), self.step, self.best_step, self.best_loss, stopped_early,
                        resumed_from, self.history)
 

@@ -16,7 +16,7 @@ import torch
 
 from foxhunt.adapters.models.store import LocalModelStore
 from foxhunt.core.features import FeatureSpec
-from foxhunt.errors import ConfigError
+from foxhunt.errors import ConfigError, ModelError
 from foxhunt.models.configs import ARCHITECTURES, Shape, TrainConfig
 from foxhunt.models.determinism import make_deterministic
 from foxhunt.models.ensemble import fit_weights
@@ -170,6 +170,13 @@ def test_training_stops_early_and_keeps_the_best_weights():
     assert outcome.best_loss == min(losses) and losses[-1] > outcome.best_loss
     # the weights it returns are the best evaluation's, not the last one's
     assert trainer.validation_loss() == outcome.best_loss
+
+
+def test_a_training_that_diverges_stores_nothing_and_says_why():
+    cfg = msgspec.structs.replace(CFG, learning_rate=1e30, grad_clip=1e30)
+    make_deterministic(1)
+    with pytest.raises(ModelError, match=r"training diverged: the validation loss was never finite .*'validation_loss': nan"):
+        Trainer(data(cfg=cfg), "mlp", cfg.model("mlp", "tiny"), cfg, 1, torch.device("cpu")).run()
 
 
 def test_a_configured_value_replaces_the_presets_and_a_wrong_one_is_named():
