@@ -110,8 +110,8 @@ class Trainer:
             resume: bool = False) -> Outcome:
         resumed_from = self._resume() if resume else 0
         self.model.train()
-        stopped_early = False
-        while self.step < self.cfg.max_steps:
+        stopped_early = self.bad_evaluations >= self.cfg.patience  # a resumed run that had stopped stays stopped
+        while not stopped_early and self.step < self.cfg.max_steps:
             x, y = self._batch(self._next_batch())
             loss = pinball_loss(self.model(x), y, self.quantiles)
             self.optimizer.zero_grad(set_to_none=True)

@@ -172,6 +172,18 @@ def test_training_stops_early_and_keeps_the_best_weights():
     assert trainer.validation_loss() == outcome.best_loss
 
 
+def test_a_run_that_stopped_early_resumes_to_the_same_end(tmp_path):
+    cfg = msgspec.structs.replace(CFG, max_steps=400, eval_every=2, patience=2, learning_rate=0.05)
+    runs = []
+    for _ in range(2):  # the second resumes from the first's last checkpoint, taken when it stopped
+        make_deterministic(1)
+        trainer = Trainer(data(cfg=cfg), "mlp", cfg.model("mlp", "tiny"), cfg, 1, torch.device("cpu"),
+                          tmp_path / "run.pt")
+        runs.append(trainer.run(resume=True))
+    assert runs[0].stopped_early and runs[1].resumed_from == runs[0].steps and runs[1].steps == runs[0].steps
+    assert parameter_hash(runs[1].model) == parameter_hash(runs[0].model)
+
+
 def test_a_training_that_diverges_stores_nothing_and_says_why():
     cfg = msgspec.structs.replace(CFG, learning_rate=1e30, grad_clip=1e30)
     make_deterministic(1)
