@@ -36,7 +36,7 @@ import torch
 from foxhunt import config
 from foxhunt.adapters.feeds import open_feed
 from foxhunt.core.features import Columns, FeatureSpec
-from foxhunt.models.configs import ARCHITECTURES, TrainConfig
+from foxhunt.models.configs import ARCHITECTURES, Shape, TrainConfig
 from foxhunt.models.determinism import fingerprint, make_deterministic
 from foxhunt.models.forecaster import build, parameter_hash
 from foxhunt.runtime.clock import EventClock
@@ -205,8 +205,6 @@ def throughput(args, d) -> dict:
 
 
 def shape(d, cfg):
-    from foxhunt.models.configs import Shape
-
     return Shape(window=cfg.window, features=d.rows.shape[1], horizons=cfg.horizons, quantiles=cfg.quantiles)
 
 

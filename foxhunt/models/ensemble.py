@@ -6,6 +6,7 @@ give the same weights, bit for bit."""
 
 from __future__ import annotations
 
+import msgspec
 import numpy as np
 import torch
 from torch import nn
@@ -49,8 +50,7 @@ class Ensemble(nn.Module):
                 raise ValueError("an ensemble's members must forecast the same horizons and quantiles from the"
                                  " same features")
         self.members = nn.ModuleList(members)
-        self.shape = first.__class__(window=max(m.shape.window for m in members), features=first.features,
-                                     horizons=first.horizons, quantiles=first.quantiles)
+        self.shape = msgspec.structs.replace(first, window=max(m.shape.window for m in members))
         self.register_buffer("weights", torch.from_numpy(np.ascontiguousarray(weights, dtype=np.float32)))
 
     def member_forecasts(self, x: torch.Tensor) -> torch.Tensor:

@@ -85,11 +85,8 @@ def train(data: dataset.Dataset, request: TrainRequest, spec: FeatureSpec, cfg: 
     outcome = trainer.run(progress, resume=request.resume)
     splits = data.splits
     assert splits is not None
-    evaluation = {
-        name: metrics.evaluate(predict(outcome.model, data, ends, torch.device("cpu")), data.labels[ends],
-                               cfg.horizons, cfg.quantiles)
-        for name, ends in (("validation", splits.validation), ("test", splits.test))
-    }
+    evaluation = {"validation": scores(outcome.model, data, splits.validation),
+                  "test": scores(outcome.model, data, splits.test)}
     training = {
         "steps": outcome.steps, "best_step": outcome.best_step, "best_validation_loss": outcome.best_loss,
         "stopped_early": outcome.stopped_early, "resumed_from": outcome.resumed_from, "history": outcome.history,
@@ -156,12 +153,9 @@ def train_ensemble(data: dataset.Dataset, request: TrainRequest, ids: list[str],
     with torch.no_grad():
         preds = np.concatenate([probe.member_forecasts(torch.from_numpy(data.windows(ends[i : i + 1024]))).numpy()
                                 for i in range(0, ends.size, 1024)], axis=1)
-    weights = fit_weights(preds, data.labels[splits.validation], cfg.quantiles)
+    weights = fit_weights(preds, data.labels[ends], cfg.quantiles)
     ensemble = Ensemble(forecasters, weights)
-    evaluation = {
-        name: metrics.evaluate(predict(ensemble, data, ends, cpu), data.labels[ends], cfg.horizons, cfg.quantiles)
-        for name, ends in (("validation", splits.validation), ("test", splits.test))
-    }
+    evaluation = {"validation": scores(ensemble, data, splits.validation), "test": scores(ensemble, data, splits.test)}
     member_refs = [{"model_id": mid, "parameter_sha256": parameter_hash(m)} for mid, m in zip(ids, forecasters,
                                                                                               strict=True)]
     training = {"fit_steps": STEPS, "weights": ensemble.weights.tolist(), "fitted_on": "validation"}
@@ -205,7 +199,11 @@ def manifest(models: ModelStore, mid: str) -> Manifest:
 
 def evaluate(model: Forecaster | Ensemble, data: dataset.Dataset) -> dict:
     """The metrics of `model` on every sample of `data` (built with eval_config of its manifest)."""
-    ends = data.samples
+    return scores(model, data, data.samples)
+
+
+def scores(model: Forecaster | Ensemble, data: dataset.Dataset, ends: np.ndarray) -> dict:
+    """The metrics of `model`'s forecasts, on the CPU, for the samples ending at rows `ends`."""
     return metrics.evaluate(predict(model, data, ends, torch.device("cpu")), data.labels[ends],
                             model.shape.horizons, model.shape.quantiles)
 

@@ -119,8 +119,11 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
             self.optimizer.step()
             self.step += 1
+            evaluate = self.step % self.cfg.eval_every == 0 or self.step == self.cfg.max_steps
+            if not evaluate and progress is None:
+                continue  # reading the loss back waits for the device: only where it is shown or recorded
             last = {"step": self.step, "loss": loss.detach().item()}
-            if self.step % self.cfg.eval_every == 0 or self.step == self.cfg.max_steps:
+            if evaluate:
                 stopped_early = self._evaluate(last)
                 self._save()
             if progress is not None:
