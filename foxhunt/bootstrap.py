@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,12 +31,13 @@ from foxhunt.core.kernel import BEHAVIOUR, Kernel
 from foxhunt.errors import ConfigError, InputError, JournalArchived, JournalError, JournalMismatch
 from foxhunt.messages.base import Input
 from foxhunt.messages.system import TradingState
-from foxhunt.ports import Clock, JournalStore, ModelStore, Snapshot, Venue
+from foxhunt.ports import Clock, JournalStore, ModelRunner, ModelStore, Snapshot, Venue
 from foxhunt.runtime import replay, snapshots
 from foxhunt.runtime.clock import EventClock, WallClock
 from foxhunt.runtime.daemon import Operations, RunRequest, StartupSignals
 from foxhunt.runtime.reconfigure import kernel_config
 from foxhunt.runtime.recovery import Recovery, VenueFactory, snapshot
+from foxhunt.runtime.scoring import Rescore, ScoreCheck, ScoringService
 
 if TYPE_CHECKING:
     from foxhunt.observability.telemetry import Telemetry
@@ -198,7 +199,29 @@ def operations(cfg: Config, journal: str, config_path: str | None = None) -> Ope
         venue = wire_logged(venue, Path(cfg.run.wire_log))
     return Operations(venue=venue, notifier=Notifier(), admin=admin, telemetry=tel,
                       reread_config=lambda: config.load(config_path),
-                      config_source=config_path or "(defaults and environment)")
+                      config_source=config_path or "(defaults and environment)", scoring=scoring(cfg))
+
+
+def scoring(cfg: Config) -> Callable[[TradingConfig, Clock], ScoringService | None]:
+    """The scoring source of a journal's strategy: the models it names, from the model store, on the device
+    `[scoring]` names; None for a strategy that reads no model scores. torch is imported here, for such a
+    strategy only: the other commands and strategies start without it."""
+
+    def build(trading: TradingConfig, clock: Clock) -> ScoringService | None:
+        models = trading.strategy.models
+        if not models:
+            return None
+        return ScoringService(model_runner(cfg), models, cfg.features, cfg.scoring, clock)
+
+    return build
+
+
+def model_runner(cfg: Config, store: str | None = None) -> ModelRunner:
+    """The torch runner over the model store (`store`, else `[models] store`), on `[scoring]`'s device."""
+    from foxhunt.adapters.inference.runner import TorchRunner  # torch, for the commands that use models
+
+    s = cfg.scoring
+    return TorchRunner(model_store(cfg, store), s.device, s.batch, s.graph, s.threads)
 
 
 def run_request(cfg: Config, journal: str, feed_spec: str | None, clock_name: str | None, on_bad_row: str,
@@ -228,9 +251,11 @@ def ingest_feed(cfg: Config, file: str, on_bad_row: str) -> Iterable[Input]:
     return feed
 
 
-def paper_operations(telemetry: Telemetry | None = None) -> Operations:
-    """The simulated venue and no supervisor: a run inside a test or a benchmark."""
-    return Operations(venue=simulated_venue, notifier=Notifier({}), telemetry=telemetry)
+def paper_operations(telemetry: Telemetry | None = None, cfg: Config | None = None) -> Operations:
+    """The simulated venue and no supervisor: a run inside a test or a benchmark (with `cfg`, the scoring
+    source of a strategy that reads model scores)."""
+    return Operations(venue=simulated_venue, notifier=Notifier({}), telemetry=telemetry,
+                      scoring=scoring(cfg) if cfg is not None else None)
 
 
 def simulated_venue(kernel: Kernel, trading: TradingConfig, clock: Clock) -> Venue:
@@ -242,9 +267,22 @@ def wire_logged(venue: VenueFactory, path: Path) -> VenueFactory:
     return lambda kernel, trading, clock: WireLoggedVenue(venue(kernel, trading, clock), path)
 
 
-async def backtest(store: JournalStore, name: str, trading: TradingConfig) -> dict[str, object]:
-    """`foxhunt replay` without --verify: the journal's outside inputs through the simulated venue."""
-    return await replay.backtest(store, name, trading, simulated_venue, DiscardingJournal())
+async def backtest(store: JournalStore, name: str, trading: TradingConfig, rescore_with: Config | None = None
+                   ) -> dict[str, object]:
+    """`foxhunt replay` without --verify: the journal's outside inputs through the simulated venue, with the
+    journal's model scores, or (`rescore_with`, --rescore) scores computed again by the models the strategy
+    names, from that configuration's model store and on its scoring device."""
+    rescore = None
+    if rescore_with is not None:
+        rescore = Rescore(model_runner(rescore_with), trading.strategy.models, rescore_with.scoring.keep)
+    return await replay.backtest(store, name, trading, simulated_venue, DiscardingJournal(), rescore)
+
+
+async def verify(store: JournalStore, name: str, trading: TradingConfig, cfg: Config) -> dict[str, object]:
+    """`foxhunt replay --verify`: every derived event, and every model score recomputed by the store's model
+    on `[scoring]`'s device (the runner is built at the journal's first ModelsLoaded: a journal without
+    scores needs no torch)."""
+    return await replay.verify(store, name, trading, ScoreCheck(lambda: model_runner(cfg), cfg.scoring.keep))
 
 
 def embedded_cluster(cfg: Config) -> EmbeddedCluster:

@@ -24,7 +24,6 @@ from foxhunt.admin import client as admin_client
 from foxhunt.errors import ConfigError, FoxhuntError, VerificationFailed
 from foxhunt.models.configs import ARCHITECTURES
 from foxhunt.observability import logging as fh_logging
-from foxhunt.runtime import replay
 from foxhunt.runtime.daemon import StartupSignals, run_daemon
 from foxhunt.runtime.ingest import ingest
 from foxhunt.runtime.recovery import trading_config
@@ -57,7 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("replay", parents=[common], help="backtest or verify from a journal")
     rep.add_argument("journal", metavar="NAME")
-    rep.add_argument("--verify", action="store_true", help="compare every derived event with the recorded one")
+    rep.add_argument("--verify", action="store_true",
+                     help="compare every derived event with the recorded one, and every model score recomputed")
+    rep.add_argument("--rescore", action="store_true",
+                     help="backtest with model scores computed again by the configured models, not the recorded")
+    rep.add_argument("--device", metavar="DEVICE",
+                     help="where scores are recomputed: cpu, cuda, cuda:N (default: [scoring] device)")
     rep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
                      help="override a recorded configuration value, e.g. strategy.ema_cross.fast=5")
     rep.add_argument("--json", action="store_true", help="print the summary as one JSON object")
@@ -197,13 +201,18 @@ def cmd_run(args: argparse.Namespace, cfg: config.Config) -> int:
 def cmd_replay(args: argparse.Namespace, cfg: config.Config) -> int:
     dsn = bootstrap.resolve_dsn(cfg)
     override = cfg.trading() if args.config else None
+    if args.verify and args.rescore:
+        raise ConfigError("--verify recomputes every score already; --rescore is for a backtest")
+    scoring_cfg = cfg if args.device is None else msgspec.structs.replace(
+        cfg, scoring=msgspec.structs.replace(cfg.scoring, device=args.device))
 
     async def go():
         store = await bootstrap.open_store(cfg, dsn)
         await store.info(args.journal)
         trading = await trading_config(store, args.journal, args.sets, override)
-        run = replay.verify if args.verify else bootstrap.backtest
-        return await run(store, args.journal, trading)
+        if args.verify:
+            return await bootstrap.verify(store, args.journal, trading, scoring_cfg)
+        return await bootstrap.backtest(store, args.journal, trading, scoring_cfg if args.rescore else None)
 
     _print_summary(_run_async(go), args.json)
     return EXIT_OK
@@ -325,6 +334,7 @@ def cmd_train(args: argparse.Namespace, cfg: config.Config) -> int:
 
 
 def cmd_models(args: argparse.Namespace, cfg: config.Config) -> int:
+    from foxhunt.adapters.models.opening import open_model  # torch, as train
     from foxhunt.training import train  # torch: imported by the commands that need it, not by every start
 
     models = bootstrap.model_store(cfg, args.store)
@@ -339,14 +349,14 @@ def cmd_models(args: argparse.Namespace, cfg: config.Config) -> int:
             print(f"no models in {models.location}")
         return EXIT_OK
     if args.action == "show":
-        _, m = train.open_model(models, args.model_id, None)
+        _, m = open_model(models, args.model_id, None)
         print(msgspec.json.format(msgspec.json.encode(m)).decode())
         return EXIT_OK
     if args.action == "rm":
         train.remove(models, args.model_id)
         print(f"removed {args.model_id} from {models.location}")
         return EXIT_OK
-    model, m = train.open_model(models, args.model_id, cfg.features)
+    model, m = open_model(models, args.model_id, cfg.features.digest())
     data_cfg = train.eval_config(m, cfg.train)
     request = train.TrainRequest(m.arch, args.journals, args.start, args.end, m.seed, "cpu", m.size, False)
     dsn = bootstrap.resolve_dsn(cfg)

@@ -189,6 +189,26 @@ class ModelsConfig(_Section, frozen=True, kw_only=True):
     s3_region: str = ""
 
 
+class ScoringConfig(_Section, frozen=True, kw_only=True):
+    """[scoring]: how the scoring source serves the models the strategy reads (runtime/scoring.py). Not
+    journaled with the kernel's configuration: where a score was computed changes its bytes, never what the
+    kernel does with a score; ModelsLoaded records the device and its fingerprint."""
+
+    device: str = "auto"  # "auto": the GPU where torch sees one, else the CPU; or "cpu", "cuda", "cuda:N"
+    batch: int = 4  # rows per model call, padded: the symbols whose windows are ready score together
+    graph: bool = True  # on a GPU, replay each model as a CUDA graph
+    threads: int = 1  # torch's CPU threads (a fixed number: a reduction's order may follow it)
+    deadline_ms: float = 250.0  # a call that takes longer is a ModelFailed, and trading goes to REDUCING
+    load_deadline_s: float = 120.0  # loading a model (graph capture and warm-up included)
+    keep: int = 4096  # rows kept per symbol, so a replay can rebuild a window that many rows later
+
+    def __post_init__(self) -> None:
+        if self.batch < 1 or self.threads < 1 or self.keep < 1:
+            raise ValueError("batch, threads and keep must be positive")
+        if not self.deadline_ms > 0 or not self.load_deadline_s > 0:
+            raise ValueError("deadline_ms and load_deadline_s must be positive")
+
+
 class SimVenueConfig(_Section, frozen=True, kw_only=True):
     """[venue]: the simulated venue (adapters/venues/sim.py), for paper trading and backtests."""
 
@@ -266,6 +286,7 @@ class Config(_Section, frozen=True, kw_only=True):
     features: FeatureSpec = FeatureSpec()  # what models read (core/features/spec.py)
     train: TrainConfig = TrainConfig()  # how `foxhunt train` trains them (models/configs.py)
     models: ModelsConfig = ModelsConfig()
+    scoring: ScoringConfig = ScoringConfig()
 
     def trading(self) -> TradingConfig:
         return TradingConfig(

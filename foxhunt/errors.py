@@ -52,4 +52,10 @@ class DataError(FoxhuntError):
 
 class ModelError(FoxhuntError):
     """A model cannot be stored, found or used: missing, corrupted (its parameters do not hash to its
-    manifest's), trained on another feature set than the one configured, or a store that failed."""
+    manifest's), trained on another feature set than the one configured, or a store that failed. `what`
+    says which kind of failure a scoring one was (messages/scores.py, ModelFailed): load, error,
+    out_of_memory."""
+
+    def __init__(self, message: str, what: str = "error") -> None:
+        super().__init__(message)
+        self.what = what

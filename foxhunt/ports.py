@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import abc
+import hashlib
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, NamedTuple, Protocol
 
 import msgspec
+import numpy as np
 from anyio.streams.memory import MemoryObjectSendStream
 
 from foxhunt.messages.base import Input, Message
 from foxhunt.messages.market import MarketData
 from foxhunt.messages.orders import CancelOrder, OrderType, ReplaceOrder, Side, SubmitOrder
+from foxhunt.messages.scores import LoadedModel
 
 PAGE_SIZE = 10_000
 
@@ -245,3 +248,37 @@ class ModelStore(abc.ABC):
 
     @abc.abstractmethod
     def remove(self, model_id: str) -> None: ...
+
+
+class ModelRunner(abc.ABC):
+    """Models from a store, served on one device at fixed batch shapes (adapters/inference/runner.py).
+
+    - `prepare()` applies the determinism settings (models/determinism.py) before any CUDA work, and
+      returns the device's name, the environment fingerprint and the switches, for ModelsLoaded.
+    - `load(model_id, feature_digest)` reads the model from the store, checks that its parameters hash to
+      its manifest's and that it was trained on the feature set `feature_digest`, builds it for the device
+      (on CUDA: captures its graph and warms it up) and describes it. Loading an id again loads it afresh
+      (a model fixed in the store). A model that cannot be loaded is a ModelError (what="load") naming it
+      and why; nothing is left loaded of it.
+    - `score(model_id, windows)`: float32 [n, window, features] windows, 1 <= n <= the model's batch, to
+      float32 [n, horizons, quantiles] forecasts. A row's forecast depends on that row alone, never on how
+      many rows came with it or what they held. A failure is a ModelError: what="out_of_memory" when the
+      device ran out of memory, what="error" for anything else the model raised.
+    - `input_digest(window)`: the SHA-256 of a window's exact float32 bytes.
+    Every call blocks; the scoring service (runtime/scoring.py) makes them from one worker thread at a
+    time, so the event loop never waits on a device."""
+
+    device: str
+
+    @abc.abstractmethod
+    def prepare(self) -> tuple[dict[str, str], dict[str, str]]: ...
+
+    @abc.abstractmethod
+    def load(self, model_id: str, feature_digest: str) -> LoadedModel: ...
+
+    @abc.abstractmethod
+    def score(self, model_id: str, windows: np.ndarray) -> np.ndarray: ...
+
+    @staticmethod
+    def input_digest(window: np.ndarray) -> str:
+        return hashlib.sha256(np.ascontiguousarray(window, dtype=np.float32).tobytes()).hexdigest()

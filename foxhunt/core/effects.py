@@ -51,6 +51,10 @@ class KernelView(Protocol):
 
     def price_band(self, symbol: str) -> tuple[int, int] | None: ...  # the instrument's band now, if it has one
 
+    def kelly_quantity(self, symbol: str, win_prob: float, payoff: float) -> int | None:
+        """The largest quantity (nanos) the gate's Kelly check allows for this edge at the symbol's reference
+        price; None where no Kelly capital is configured ([risk] kelly_capital) or there is no price."""
+
 
 class Effects(Protocol):
     """What a part may do. Everything it does is an event of the input being handled, or a request that

@@ -8,6 +8,8 @@ generators seeded by the run's `RunStarted`, and names orders after the input's 
 from __future__ import annotations
 
 import hashlib
+import itertools
+import math
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -49,6 +51,7 @@ from foxhunt.messages.orders import (
     SubmitOrder,
     TimeInForce,
 )
+from foxhunt.messages.scores import ModelFailed, ModelScored, ModelsLoaded, ScoreRefused
 from foxhunt.messages.system import (
     AdminCommand,
     ClockHeld,
@@ -105,8 +108,12 @@ MAX_ROUNDS = 1000
 # (core/risk/repeats.py); the strategies hear of every change of the trading state; the reference strategies
 # ask for nothing the state forbids (ema_cross: nothing while HALTED, only towards flat while REDUCING;
 # zscore: enters only while ACTIVE, cancels its resting entries when trading turns REDUCING) and do not ask
-# again for an order the gate denied until something it depended on changed (core/strategy.py).
-BEHAVIOUR = 7
+# again for an order the gate denied until something it depended on changed (core/strategy.py). 8 (models in
+# the loop): a ModelScored reaches the strategies (Strategy.on_score) once checked (score_problem), and one
+# that cannot be used derives ScoreRefused and tightens trading to REDUCING, as a ModelFailed does;
+# ModelsLoaded changes nothing. (The reference strategies now reach their targets through
+# StrategyContext.trade_towards, which asks for the orders they asked for before.)
+BEHAVIOUR = 8
 
 
 PRICE_MAX = INT64_MAX  # market data priced above it (or at or below 0) is flagged, not traded on
@@ -194,6 +201,9 @@ class Kernel:
             VenueSessionEvent: _ignore,
             VenueMessageIgnored: _ignore,
             VenueMessageRejected: self._on_venue_message_rejected,
+            ModelScored: self._on_score,
+            ModelFailed: self._on_model_failed,
+            ModelsLoaded: _ignore,
         }
 
     # --- the one entry point ---------------------------------------------------------------------
@@ -277,6 +287,10 @@ class Kernel:
         """The instrument's price band now (lower, upper; nanos), if its breaker keeps one."""
         return self.gate.bands.get(symbol)
 
+    def kelly_quantity(self, symbol: str, win_prob: float, payoff: float) -> int | None:
+        """The largest quantity the gate's Kelly check allows for this edge (core/effects.py)."""
+        return self.gate.kelly_quantity(symbol, win_prob, payoff, self)
+
     # --- what the kernel's parts may do (core/effects.py) ------------------------------------------
 
     def emit(self, event: Derived) -> None:
@@ -337,6 +351,28 @@ class Kernel:
             self.safeguards.on_mark(bar.symbol, bar.close / 1e9, bar)
         for s in self.running:
             s.on_bar(bar, self.contexts[s.strategy_id])
+
+    # --- model scores (messages/scores.py) -----------------------------------------------------------
+
+    def _on_score(self, score: ModelScored) -> None:
+        """A model's forecast reaches the strategies, once checked: one that cannot be used as it stands is
+        refused and tightens trading as a model's failure does (nothing trades on it)."""
+        problem = score_problem(score, self.instruments)
+        if problem:
+            self._derived.append(ScoreRefused(ts_event=score.ts_event, ts_init=score.ts_init,
+                                              model_id=score.model_id, symbol=score.symbol, reason=problem))
+            self.change_trading(Cause.BREAKER, score, f"model {score.model_id}: score refused: {problem}",
+                                TradingState.REDUCING)
+            return
+        for s in self.running:
+            s.on_score(score, self.contexts[s.strategy_id])
+
+    def _on_model_failed(self, msg: ModelFailed) -> None:
+        """A model that cannot answer: no new exposure until an operator resumes (runtime/scoring.py reloads
+        the models the operator's resume finds failed)."""
+        on = f" scoring {msg.symbol}" if msg.symbol else ""
+        self.change_trading(Cause.BREAKER, msg, f"model {msg.model_id} failed{on} ({msg.what}): {msg.reason}",
+                            TradingState.REDUCING)
 
     def _flag_price(self, data: Bar | TradeTick, price: int) -> None:
         self._derived.append(MarketDataFlagged(ts_event=data.ts_event, ts_init=data.ts_init, symbol=data.symbol,
@@ -717,6 +753,25 @@ def _sanitized(cmd: SubmitOrder | CancelOrder | ReplaceOrder) -> SubmitOrder | C
     fixes = {name: stand_in for name, kinds, stand_in in _REQUEST_FIELDS[type(cmd)]
              if not _fits(getattr(cmd, name), kinds)}
     return msgspec.structs.replace(cmd, **fixes)
+
+
+def score_problem(score: ModelScored, instruments: dict[str, Instrument]) -> str:
+    """What makes a ModelScored unusable as it stands ("" if nothing): an unknown symbol, horizons that are
+    not increasing and positive, quantiles not increasing inside (0, 1), outputs of another shape than
+    horizons times quantiles, or an output that is not a finite number."""
+    if score.symbol not in instruments:
+        return f"{score.symbol!r} is not a configured instrument"
+    h, q, out = score.horizons, score.quantiles, score.outputs
+    if not h or any(type(x) is not int or x < 1 for x in h) or any(a >= b for a, b in itertools.pairwise(h)):
+        return f"horizons {h} are not increasing positive integers"
+    if not q or any(type(x) is not float or not 0.0 < x < 1.0 for x in q) or any(a >= b for a, b in itertools.pairwise(q)):
+        return f"quantiles {q} are not increasing inside (0, 1)"
+    if len(out) != len(h) * len(q):
+        return f"{len(out)} outputs for {len(h)} horizons of {len(q)} quantiles"
+    for i, x in enumerate(out):
+        if type(x) is not float or not math.isfinite(x):
+            return f"output {i} is {x!r}, not a finite number"
+    return ""
 
 
 def _ignore(msg: Input) -> None:

@@ -17,8 +17,10 @@ import zlib
 
 from foxhunt.core.effects import Host
 from foxhunt.core.orders import Order
+from foxhunt.messages.base import Derived
 from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import CancelOrder, OrderType, Side, SubmitOrder, TimeInForce
+from foxhunt.messages.scores import ModelScored
 from foxhunt.messages.system import TimerFired, TradingState, TradingStateChanged
 
 # What a denial may depend on that a strategy's context sees change: the trading state, the position, the
@@ -50,6 +52,10 @@ class Strategy:
 
     def on_timer(self, timer: TimerFired, ctx: StrategyContext) -> None:
         pass
+
+    def on_score(self, score: ModelScored, ctx: StrategyContext) -> None:
+        """A model's forecast (messages/scores.py), checked by the kernel: its outputs have the shape its
+        horizons and quantiles say, are finite, and its symbol is an instrument."""
 
     def on_trading_state(self, change: TradingStateChanged, ctx: StrategyContext) -> None:
         """Trading moved to `change.state` (ACTIVE, REDUCING, HALTED) for `change.cause`; called for every
@@ -114,6 +120,45 @@ class StrategyContext:
     def _grounds(self, symbol: str) -> tuple:
         k = self._kernel
         return k.trading.state, self.position(symbol), k.limits_version, sorted(k.venues_down), k.price_band(symbol)
+
+    def record(self, event: Derived) -> None:
+        """Journal a decision of the strategy's (a derived event of the input being handled), with its reasons."""
+        self._kernel.emit(event)
+
+    def kelly_quantity(self, symbol: str, win_prob: float, payoff: float) -> int | None:
+        """The largest order quantity (nanos) the gate's Kelly check allows for this edge; None: no cap."""
+        return self._kernel.kelly_quantity(symbol, win_prob, payoff)
+
+    def trade_towards(self, symbol: str, target: int, edge: tuple[float, float] | None = None) -> str | None:
+        """One market IOC order that moves the position towards `target` (nanos, signed), as the trading
+        state allows: nothing while HALTED, only towards flat (reduce-only) while REDUCING; nothing while
+        one of the strategy's orders of the symbol is working, nor an order the gate denied while nothing
+        it depended on has changed (`still_denied`). `edge` (win probability, payoff) goes with an order
+        that adds exposure, for the gate's Kelly cap; one that only reduces carries none. Returns the
+        order's id, or None when none was asked for."""
+        position = self.position(symbol)
+        if position == target or self.open_orders(symbol):
+            return None
+        state = self.trading_state
+        if state is TradingState.HALTED:
+            return None  # nothing new while halted
+        reducing = state is TradingState.REDUCING
+        if reducing:  # towards flat and no further: a long may sell down to flat, a short buy up to it
+            if position > 0:
+                target = min(max(target, 0), position)
+            elif position < 0:
+                target = max(min(target, 0), position)
+            else:
+                target = 0
+            if position == target:
+                return None
+        delta = target - position
+        side = Side.BUY if delta > 0 else Side.SELL
+        if self.still_denied(symbol, side, abs(delta), OrderType.MARKET, reduce_only=reducing):
+            return None  # denied, and nothing it depended on has changed
+        adds = abs(target) > abs(position) or (target > 0) != (position > 0) and target != 0
+        return self.submit(symbol, side, abs(delta), OrderType.MARKET, time_in_force=TimeInForce.IOC,
+                           reduce_only=reducing, edge=edge if adds and not reducing else None)
 
     def instrument(self, symbol: str) -> Instrument:
         return self._kernel.instruments[symbol]

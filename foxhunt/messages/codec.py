@@ -7,7 +7,7 @@ from typing import Union
 
 import msgspec
 
-from foxhunt.messages import market, orders, system  # noqa: F401 - their message types register themselves
+from foxhunt.messages import market, orders, scores, system  # noqa: F401 - their message types register themselves
 from foxhunt.messages.base import REGISTRY, Derived, Input, Message
 
 MESSAGE_TYPES: tuple[type[Message], ...] = tuple(REGISTRY)  # every message type (messages/base.py, REGISTRY)

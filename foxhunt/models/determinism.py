@@ -49,6 +49,8 @@ def fingerprint(device: torch.device) -> dict[str, str]:
         "torch": str(torch.__version__), "python": platform.python_version(), "numpy": numpy.__version__,
         "device": device.type, "machine": platform.machine(),
     }
+    if device.type == "cpu":  # the instructions torch's kernels use, and the processor: results follow both
+        out |= {"cpu_capability": str(torch.backends.cpu.get_cpu_capability()), "cpu": _processor()}
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         out |= {
@@ -57,3 +59,17 @@ def fingerprint(device: torch.device) -> dict[str, str]:
             "capability": f"{props.major}.{props.minor}",
         }
     return out
+
+
+def _processor() -> str:
+    """The processor's model name (Linux /proc/cpuinfo), else what the platform says."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -27,6 +27,7 @@ from foxhunt.messages.base import Derived, format_fixed
 from foxhunt.messages.system import AdminCommand
 from foxhunt.ports import Clock, JournalStore
 from foxhunt.runtime.loop import TradingLoop
+from foxhunt.runtime.scoring import ScoringService
 from foxhunt.runtime.summary import money_by_currency
 
 Submit = Callable[[AdminCommand], Awaitable[tuple[int, list[Derived]]]]
@@ -60,7 +61,7 @@ class Rates:
 class Console:
     def __init__(
         self, loop: TradingLoop, store: JournalStore, journal: str, cfg: Config, clock: Clock, submit: Submit,
-        venue: str,
+        venue: str, scoring: ScoringService | None = None,
     ) -> None:
         self.loop = loop
         self.store = store
@@ -69,6 +70,7 @@ class Console:
         self.clock = clock
         self.submit = submit
         self.venue = venue
+        self.scoring = scoring
         self.started = time.monotonic()
         self.rates = Rates()
 
@@ -88,6 +90,8 @@ class Console:
                 return await self.journal_tail(_count(parsed.options.get("-n", "10"), "journal tail"))
             case "config":
                 return self.config()
+            case "models":
+                return self.models()
         return await self.command(parsed, peer)
 
     # --- queries ---------------------------------------------------------------------------------
@@ -192,6 +196,11 @@ class Console:
             raw["journal"]["dsn"] = _redact(raw["journal"]["dsn"])
         return raw
 
+    def models(self) -> dict[str, Any]:
+        if self.scoring is None:
+            return {"scoring": "off: the strategy reads no model scores", "strategy": self.cfg.strategy.name}
+        return self.scoring.status()
+
     # --- commands --------------------------------------------------------------------------------
 
     async def command(self, parsed: Parsed, peer: Peer) -> dict[str, Any]:
@@ -201,6 +210,8 @@ class Console:
             operator=peer.user, reason=parsed.reason,
         )
         seq, derived = await self.submit(cmd)
+        if parsed.command == "resume" and self.scoring is not None:  # once fixed, failed models are loaded again
+            self.scoring.request_reload()
         return {
             "seq": seq,
             "trading_state": self.loop.kernel.state.value,

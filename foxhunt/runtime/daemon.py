@@ -56,6 +56,7 @@ from foxhunt.errors import ConfigError, InputError
 from foxhunt.messages.base import Derived, Input
 from foxhunt.messages.market import MARKET_DATA_TYPES
 from foxhunt.messages.orders import OrderCanceled
+from foxhunt.messages.scores import ModelScored
 from foxhunt.messages.system import (
     AdminCommand,
     ClockHeld,
@@ -72,6 +73,7 @@ from foxhunt.runtime.console import Console
 from foxhunt.runtime.loop import TradingLoop
 from foxhunt.runtime.reconfigure import journal_config, risk_reload
 from foxhunt.runtime.recovery import Recovery, VenueFactory, recover
+from foxhunt.runtime.scoring import ScoringService
 from foxhunt.runtime.snapshots import save_snapshot
 from foxhunt.runtime.summary import summarize
 
@@ -125,6 +127,9 @@ class Operations:
     # where it is read from, for the log; a reload that cannot read it raises ConfigError
     reread_config: Callable[[], Config] | None = None
     config_source: str = "(defaults and environment)"
+    # the scoring source (runtime/scoring.py) for the journal's strategy, on the run's clock: None where the
+    # strategy reads no model scores
+    scoring: Callable[[TradingConfig, Clock], ScoringService | None] | None = None
 
 
 Done = Callable[[int, Sequence[Derived]], None]
@@ -141,6 +146,7 @@ class _Control:
         self.urgent: deque[tuple[Input, Done | None]] = deque()
         self.waiting: anyio.CancelScope | None = None
         self.feed_done = False
+        self.scoring: ScoringService | None = None  # at the end of the feed, the run waits for its scores
 
     @property
     def stop_reason(self) -> str:
@@ -218,12 +224,18 @@ async def run_daemon(
         if isinstance(req.clock, WallClock):  # a step back of the system clock, journaled once
             req.clock.on_step_back = lambda step, held: control.push_urgent(
                 ClockHeld(ts_event=held, ts_init=held, step_ns=step))
-        console = Console(loop, store, req.journal, cfg, req.clock, control.submit_admin, venue.name)
+        scoring = ops.scoring(built_with, req.clock) if ops.scoring is not None else None
+        console = Console(loop, store, req.journal, cfg, req.clock, control.submit_admin, venue.name, scoring)
         loop.on_wait = lambda: _heartbeat(console, ops.notifier)
         if ops.telemetry is not None:
             loop.observer = ops.telemetry
             journal.watch_commits(ops.telemetry.on_commit)
         await _start(loop, trading, req, fingerprint, recovery)
+        if scoring is not None:  # its windows start with the run, once its models are loaded (or have failed)
+            for event in await scoring.start():
+                await loop.submit(event)
+            loop.on_market = scoring.observe
+            control.scoring = scoring
         await _trade(loop, req, control, console, ops, cfg.run.on_stop)
     reason = control.stop_reason
     log.info("run_stopped", journal=req.journal, reason=reason, last_seq=journal.last_seq)
@@ -288,6 +300,8 @@ async def _trade(
                 await tg.start(admin_server.serve, ops.admin, console)
             tg.start_soon(_watch_signals, control, req, console, ops)
             tg.start_soon(_run_feed, req.feed, bus.publisher(), control, req.feed_rate)
+            if control.scoring is not None:
+                tg.start_soon(control.scoring.run, bus.publisher())
             bus.seal()  # every source has its publisher: the bus ends when they all have
             ops.notifier.ready(console.summary_line())
             log.info("ready", journal=req.journal, admin_socket=str(ops.admin.path) if ops.admin else None)
@@ -298,6 +312,7 @@ async def _trade(
 
 
 async def _finish(loop: TradingLoop, bus: Bus, clock: Clock, control: _Control, on_stop: str) -> None:
+    loop.on_market = None  # nothing is scored any more: no new exposure while the run stops
     while control.urgent:  # the journal's last word on its health still goes into it
         await _submit_urgent(loop, clock, control)
     now = clock.now()
@@ -315,14 +330,15 @@ async def _finish(loop: TradingLoop, bus: Bus, clock: Clock, control: _Control, 
 
 async def _await_cancels(loop: TradingLoop, bus: Bus, clock: Clock) -> None:
     """A real venue answers later: record its reports until no order is working, for at most
-    STOP_CANCEL_WAIT seconds. Market data still queued is not traded on any more and is left out."""
+    STOP_CANCEL_WAIT seconds. Market data and scores still queued are not traded on any more and are left
+    out."""
     deadline = time.monotonic() + STOP_CANCEL_WAIT
     while loop.kernel.orders.open and time.monotonic() < deadline:
         try:
             msg = bus.take_nowait() or await bus.take(timeout=deadline - time.monotonic())
         except BusClosed:
             return
-        if msg is not None and type(msg) not in MARKET_DATA_TYPES:
+        if msg is not None and type(msg) not in MARKET_DATA_TYPES and type(msg) is not ModelScored:
             clock.advance(msg.ts_init)
             await loop.submit(msg)
     if loop.kernel.orders.open:
@@ -342,8 +358,8 @@ async def _consume(
             continue
         try:
             msg = bus.take_nowait()
-            if msg is None and control.feed_done:
-                return  # the feed has ended and everything it sent is handled
+            if msg is None and control.feed_done and not (control.scoring is not None and control.scoring.busy):
+                return  # the feed has ended and everything it sent is handled, scores of it included
             if msg is None:
                 _heartbeat(console, notifier)
                 wait = min(deadline - time.monotonic(), notifier.seconds_to_heartbeat(), 1.0)

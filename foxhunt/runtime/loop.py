@@ -52,6 +52,9 @@ class TradingLoop:
         # that a wait, not a hang, holds it up); None: wait without waking
         self.on_wait: Callable[[], None] | None = None
         self.observer: Observer | None = None  # telemetry; None: off, at no cost
+        # hears of every market data input once journaled and handled, with its sequence number (the
+        # scoring source's features: runtime/scoring.py); None: nobody
+        self.on_market: Callable[[int, MarketData], None] | None = None
 
     async def take(self, msg: Input) -> None:
         """One input from a source: market data goes through `market_nowait`, anything else through
@@ -92,6 +95,8 @@ class TradingLoop:
         seq = journal.append(msg)
         step = self.kernel.handle(seq, msg)
         self.inputs += 1
+        if self.on_market is not None:
+            self.on_market(seq, msg)
         commands = step.commands
         if step.derived:
             self.derived += len(step.derived)

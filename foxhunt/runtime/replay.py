@@ -22,12 +22,14 @@ from foxhunt.config import TradingConfig
 from foxhunt.core.kernel import BEHAVIOUR, Kernel
 from foxhunt.errors import VerificationFailed
 from foxhunt.messages import codec
+from foxhunt.messages.scores import ModelScored
 from foxhunt.messages.system import RunStarted, VenueConnected, VenueDisconnected, VenueMessageRejected
 from foxhunt.ports import JournalStore, JournalWriter, Record, Snapshot
 from foxhunt.runtime import snapshots
 from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.loop import TradingLoop
 from foxhunt.runtime.recovery import VenueFactory, build_kernel, refuse_if_ingested
+from foxhunt.runtime.scoring import Rescore, ScoreCheck
 from foxhunt.runtime.summary import summarize
 
 # what the recorded venue said, which a backtest's simulated venue says for itself
@@ -45,9 +47,11 @@ class Verifier:
     """Compares, record by record, what a fresh kernel derives with what the journal recorded, and the
     state of the kernel where the journal has a snapshot with the snapshot's (`snapshots`, oldest first)."""
 
-    def __init__(self, name: str, kernel: Kernel, snapshots: Sequence[Snapshot] = ()) -> None:
+    def __init__(self, name: str, kernel: Kernel, snapshots: Sequence[Snapshot] = (),
+                 scores: ScoreCheck | None = None) -> None:
         self.name = name
         self.kernel = kernel
+        self.scores = scores  # recomputes the journal's model scores (runtime/scoring.py); None: takes them
         self.events = self.inputs = 0
         self.expected: deque[bytes] = deque()
         self.cause: Record | None = None
@@ -57,7 +61,7 @@ class Verifier:
     def feed(self, page: list[Record]) -> None:
         """One page of records, in order. The loop keeps its state in locals (it runs for every record
         of the journal) and writes it back once per page."""
-        handle, encode, expected, cause = self.kernel.handle, codec.encode, self.expected, self.cause
+        handle, encode, expected, cause, scores = self.kernel.handle, codec.encode, self.expected, self.cause, self.scores
         check_before = self.snapshots[0].seq + 1 if self.snapshots else None
         inputs = 0
         try:
@@ -70,7 +74,8 @@ class Verifier:
                         check_before = self.snapshots[0].seq + 1 if self.snapshots else None
                     self.cause = cause = record
                     inputs += 1
-                    step = handle(record.seq, record.message)
+                    msg = record.message if scores is None else scores.on_input(record.seq, record.message)
+                    step = handle(record.seq, msg)
                     if step.derived:
                         expected.extend(encode(e) for e in step.derived)
                 elif cause is None or record.causation != cause.seq:
@@ -79,6 +84,11 @@ class Verifier:
                     raise self._diverged(
                         record, f"the journal has derived event seq {record.seq} that replay did not derive"
                     )
+                elif scores is not None and type(cause.message) is ModelScored:  # a decision of a model's score
+                    if not scores.decision(expected[0], record.payload, codec.decode):
+                        raise self._diverged(record, f"derived event seq {record.seq} differs: a decision on a"
+                                                     " recomputed score is not the recorded one")
+                    expected.popleft()
                 elif expected[0] != record.payload:
                     raise self._diverged(record, f"derived event seq {record.seq} differs")
                 else:
@@ -126,10 +136,12 @@ class Verifier:
         return VerificationFailed("\n".join(lines))
 
 
-async def verify(store: JournalStore, name: str, trading: TradingConfig) -> dict[str, object]:
+async def verify(store: JournalStore, name: str, trading: TradingConfig,
+                 scores: ScoreCheck | None = None) -> dict[str, object]:
+    """With `scores`, every model score of the journal is recomputed too (ScoreCheck)."""
     await refuse_if_ingested(store, name, "verify")
     kept = [snapshot for snapshot in await store.snapshots(name) if snapshots.unusable(snapshot, trading) is None]
-    verifier = Verifier(name, build_kernel(trading), kept)
+    verifier = Verifier(name, build_kernel(trading), kept, scores)
     started = time.perf_counter()
     async with aclosing(store.read(name, decode_derived=False)) as pages:
         async for page in pages:
@@ -138,15 +150,17 @@ async def verify(store: JournalStore, name: str, trading: TradingConfig) -> dict
     return summarize(
         verifier.kernel, events=verifier.events, seconds=time.perf_counter() - started, journal=name,
         mode="verify", inputs=verifier.inputs, verified=verifier.events - verifier.inputs,
-        snapshots_checked=verifier.snapshots_checked,
+        snapshots_checked=verifier.snapshots_checked, **(scores.finish() if scores is not None else {}),
     )
 
 
 async def backtest(
-    store: JournalStore, name: str, trading: TradingConfig, venue_for: VenueFactory, journal: JournalWriter
+    store: JournalStore, name: str, trading: TradingConfig, venue_for: VenueFactory, journal: JournalWriter,
+    rescore: Rescore | None = None,
 ) -> dict[str, object]:
     """Through `venue_for`'s venue (the simulated one), appending what it derives to `journal` (one that
-    keeps nothing: a backtest is not a journal's run)."""
+    keeps nothing: a backtest is not a journal's run). The journal's model scores are taken as recorded,
+    or with `rescore` computed again by the configured models (runtime/scoring.py, Rescore)."""
     kernel = build_kernel(trading)
     clock = EventClock()
     venue = venue_for(kernel, trading, clock)
@@ -161,9 +175,10 @@ async def backtest(
                 if record.causation is not None or type(msg) in FROM_VENUE:
                     continue
                 clock.advance(msg.ts_init)
-                rest = loop.take_nowait(msg)
-                if rest is not None:
-                    await rest
+                for taken in (msg,) if rescore is None else rescore.on_input(record.seq, msg):
+                    rest = loop.take_nowait(taken)
+                    if rest is not None:
+                        await rest
                 if type(msg) is RunStarted:
                     for connected in venue.connect():
                         await loop.submit(connected)

@@ -15,18 +15,10 @@ import numpy as np
 import torch
 
 import foxhunt
+from foxhunt.adapters.models.opening import open_model
 from foxhunt.core.features import FeatureSpec
 from foxhunt.errors import ConfigError, ModelError
-from foxhunt.models.artifact import (
-    FeatureSetRef,
-    Manifest,
-    check_features,
-    model_id,
-    pack,
-    read_manifest,
-    unpack,
-    unpack_ensemble,
-)
+from foxhunt.models.artifact import FeatureSetRef, Manifest, model_id, pack, read_manifest
 from foxhunt.models.configs import TrainConfig
 from foxhunt.models.determinism import fingerprint, make_deterministic
 from foxhunt.models.ensemble import STEPS, Ensemble, fit_weights
@@ -119,7 +111,7 @@ def members(models: ModelStore, ids: list[str], spec: FeatureSpec) -> list[Forec
     """An ensemble's members from the store, each verified, none an ensemble itself."""
     out = []
     for mid in ids:
-        model, _ = open_model(models, mid, spec)
+        model, _ = open_model(models, mid, spec.digest())
         if not isinstance(model, Forecaster):
             raise ModelError(f"model {mid} is an ensemble; an ensemble's members are forecasters")
         out.append(model)
@@ -162,24 +154,6 @@ def train_ensemble(data: dataset.Dataset, request: TrainRequest, ids: list[str],
     manifest = _manifest(ensemble, request, spec, cfg, data, {"members": ids}, training, evaluation, switches, cpu,
                          member_refs)
     return Trained(manifest, models.put(manifest.model_id, pack(ensemble, manifest)))
-
-
-def open_model(models: ModelStore, mid: str, spec: FeatureSpec | None) -> tuple[Forecaster | Ensemble, Manifest]:
-    """A stored model, its hash checked, and its feature set checked against `spec` where given; an
-    ensemble with its members, each checked too."""
-    files = models.get(mid)
-    where = f"model {mid} in {models.location}"
-    manifest = read_manifest(files, where)
-    if manifest.arch != "ensemble":
-        return unpack(files, where, spec.digest() if spec else None)
-    check_features(manifest, where, spec.digest() if spec else None)
-    forecasters = []
-    for ref in manifest.members:
-        member, member_manifest = open_model(models, ref["model_id"], spec)
-        if member_manifest.parameter_sha256 != ref["parameter_sha256"]:
-            raise ModelError(f"{where}: member {ref['model_id']} has other weights than the ensemble was fitted to")
-        forecasters.append(member)
-    return unpack_ensemble(files, where, forecasters), manifest
 
 
 def remove(models: ModelStore, mid: str) -> None:

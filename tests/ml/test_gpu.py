@@ -1,6 +1,8 @@
 """The determinism checks on a CUDA device: the same seed gives the same weights, another seed others, a
 resumed run the uninterrupted one's, and deterministic mode refuses an op that has no deterministic
-kernel. Without CUDA (CI) they skip and say so; the same logic runs on the CPU in test_models.py, and the
+kernel; graph replay equals eager; the scoring source on CUDA graphs records a journal that verifies on the
+GPU and is numerically equivalent on the CPU; two processes score the same bytes. Without CUDA (CI) they
+skip and say so; the same logic runs on the CPU in test_models.py and test_scoring.py, and the
 production-size checks on the H200 are bench/train_gpu.py's (docs/benchmarks.md)."""
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import torch
 
 from foxhunt.models.configs import ARCHITECTURES
 from foxhunt.models.determinism import make_deterministic
+from tests.ml.test_scoring import model_store  # noqa: F401, F811 - the fixture: a tiny forecaster in a store
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(),
@@ -56,3 +59,45 @@ def test_on_cuda_graph_replay_equals_eager_bitwise_and_rows_stay_independent(arc
     eager = scorer(arch, batch=8, device="cuda", graph=False)
     assert np.array_equal(graphed.score(rows), eager.score(rows))
     assert np.array_equal(graphed.score(rows)[:1], graphed.score(rows[:1]))
+
+
+async def test_a_journal_recorded_on_the_gpu_verifies_there_and_is_numerically_equivalent_on_the_cpu(model_store):
+    """The scoring source on CUDA graphs in a paper run; its journal verified with every score recomputed on
+    the GPU (identical) and on the CPU (another machine class: numerically equivalent, every decision the
+    same, or the verify fails naming the decision that is not)."""
+    from foxhunt.adapters.inference.runner import TorchRunner
+    from foxhunt.messages.scores import ModelScored, ModelsLoaded
+    from tests.ml.test_scoring import cfg_for, of, paper_run, verify
+
+    store, model_id = model_store
+    journal, summary, recorded = await paper_run(cfg_for(store, [model_id], device="cuda"))
+    loaded = of(ModelsLoaded, recorded)[0]
+    assert loaded.device.startswith("cuda") and loaded.models[0].graph and "gpu" in loaded.fingerprint
+    assert len(of(ModelScored, recorded)) > 300 and summary["orders"] > 0
+    on_gpu = await verify(journal, TorchRunner(store, "cuda", batch=4))
+    assert on_gpu["scores"].startswith("identical") and on_gpu["state_digest"] == summary["state_digest"]
+    on_cpu = await verify(journal, TorchRunner(store, "cpu", batch=4))
+    assert on_cpu["scores"].startswith("numerically equivalent, not identical: recorded on NVIDIA")
+    assert on_cpu["largest_abs_diff"] < 1e-5 and on_cpu["state_digest"] == summary["state_digest"]
+    print("GPU journal on the CPU:", on_cpu["scores"])
+
+
+def test_two_processes_give_identical_scores_on_the_gpu(model_store):
+    """The same stored model, the same windows, two processes, CUDA graphs: the same bytes."""
+    import subprocess
+    import sys
+
+    store, model_id = model_store
+    code = (
+        "import sys, hashlib, numpy as np\n"
+        "from foxhunt.adapters.inference.runner import TorchRunner\n"
+        "from foxhunt.adapters.models.store import LocalModelStore\n"
+        "from foxhunt.config import Config\n"
+        "r = TorchRunner(LocalModelStore(__import__('pathlib').Path(sys.argv[1])), 'cuda', batch=4)\n"
+        "r.prepare(); info = r.load(sys.argv[2], Config().features.digest())\n"
+        "w = np.random.default_rng(3).normal(size=(64, 4, info.window, info.features)).astype(np.float32)\n"
+        "print(hashlib.sha256(b''.join(r.score(sys.argv[2], x).tobytes() for x in w)).hexdigest())\n"
+    )
+    runs = [subprocess.run([sys.executable, "-c", code, str(store.root), model_id], capture_output=True, text=True,
+                           check=True).stdout.strip() for _ in range(2)]
+    assert len(runs[0]) == 64 and runs[0] == runs[1]

@@ -42,6 +42,8 @@ def _from_info(info):
             return st.lists(_from_info(item), max_size=4)
         case msgspec.inspect.DictType(key_type=k, value_type=v):
             return st.dictionaries(_from_info(k), _from_info(v), max_size=4)
+        case msgspec.inspect.StructType(cls=cls, fields=fields):  # a plain Struct inside a message
+            return st.builds(cls, **{f.name: _from_info(f.type) for f in fields})
     raise NotImplementedError(f"no strategy for {info}")
 
 

@@ -14,11 +14,11 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import torch
 from torch import nn
+
+from foxhunt.ports import ModelRunner
 
 
 class Scorer:
@@ -79,6 +79,4 @@ class Scorer:
         return self.host_out.numpy()[:n].copy()
 
 
-def input_digest(windows: np.ndarray) -> str:
-    """SHA-256 of the exact bytes a model was given (float32, C order): what a ModelScored event names."""
-    return hashlib.sha256(np.ascontiguousarray(windows, dtype=np.float32).tobytes()).hexdigest()
+input_digest = ModelRunner.input_digest  # what a ModelScored event names: SHA-256 of the float32 bytes

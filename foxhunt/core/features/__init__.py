@@ -3,5 +3,6 @@ incremental and batch forms over them (pipeline.py), which give the same rows bi
 
 from foxhunt.core.features.pipeline import Columns, ColumnsBuilder, FeaturePipeline, batch
 from foxhunt.core.features.spec import FeatureSpec
+from foxhunt.core.features.windows import FeatureWindows
 
-__all__ = ["Columns", "ColumnsBuilder", "FeaturePipeline", "FeatureSpec", "batch"]
+__all__ = ["Columns", "ColumnsBuilder", "FeaturePipeline", "FeatureSpec", "FeatureWindows", "batch"]

@@ -254,16 +254,34 @@ class PreTradeGate:
         """Fractional Kelly (Kelly 1956): stake at most kelly_multiplier times f* = p - (1 - p) / b of the
         capital, capped at kelly_max_leverage; an edge that makes no sense is a denial, not an error."""
         p, b = cmd.edge_win_prob, cmd.edge_payoff
-        if not (p is not None and b is not None and 0.0 <= p <= 1.0 and b > 0.0 and math.isfinite(b)):
+        kelly = self.kelly_allowance(p, b)
+        if kelly is None:
             return Denial("KELLY_EDGE_INVALID", f"win_prob={p} payoff={b}")
-        fraction = max(p - (1.0 - p) / b, 0.0) * self.limits.kelly_multiplier
-        allowed = min(fraction, self.limits.kelly_max_leverage) * self.kelly_capital
+        fraction, allowed = kelly
         ref, _ = reference_price(view.market.get(cmd.symbol), view.ts_event)
         price = cmd.price if cmd.price is not None else ref
         notional = (cmd.quantity / SCALE) * (price / SCALE) * self.instruments[cmd.symbol].multiplier
         if notional > allowed:
             return Denial("KELLY_SIZE", f"notional={notional:.2f} limit={allowed:.2f} kelly_fraction={fraction:.4f}")
         return None
+
+    def kelly_allowance(self, p: float | None, b: float | None) -> tuple[float, float] | None:
+        """(kelly_multiplier * f*, the notional it allows) for win probability `p` and payoff `b`; None when
+        the edge makes no sense (or no Kelly capital is configured)."""
+        if self.kelly_capital is None or not (
+                p is not None and b is not None and 0.0 <= p <= 1.0 and b > 0.0 and math.isfinite(b)):
+            return None
+        fraction = max(p - (1.0 - p) / b, 0.0) * self.limits.kelly_multiplier
+        return fraction, min(fraction, self.limits.kelly_max_leverage) * self.kelly_capital
+
+    def kelly_quantity(self, symbol: str, p: float, b: float, view: KernelView) -> int | None:
+        """The largest quantity (nanos) of `symbol` at its reference price whose notional the Kelly check
+        allows for this edge; None where no Kelly capital is configured or there is no reference price."""
+        kelly = self.kelly_allowance(p, b)
+        ref, _ = reference_price(view.market.get(symbol), view.ts_event)
+        if kelly is None or not ref:
+            return None
+        return int(kelly[1] / ((ref / SCALE) * self.instruments[symbol].multiplier) * SCALE)
 
     def note_cancel(self, now: int) -> None:
         """A cancel passes whatever the limits (it only ever lowers risk) but counts as a message."""

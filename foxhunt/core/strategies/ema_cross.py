@@ -13,8 +13,6 @@ from foxhunt.core.strategies.params import EmaCrossParams
 from foxhunt.core.strategy import Strategy, StrategyContext
 from foxhunt.messages.base import nanos
 from foxhunt.messages.market import Bar, QuoteTick
-from foxhunt.messages.orders import OrderType, Side, TimeInForce
-from foxhunt.messages.system import TradingState
 
 
 @dataclass(slots=True)
@@ -56,26 +54,4 @@ class EmaCross(Strategy):
         st.updates += 1
         if st.updates < self.warmup or fast == slow:
             return
-        target = self.size if fast > slow else -self.size
-        pos = ctx.positions.get(symbol)
-        position = pos.quantity if pos is not None else 0
-        if position == target or ctx.open_orders(symbol):
-            return
-        state = ctx.trading_state
-        if state is TradingState.HALTED:
-            return  # nothing new while halted
-        reducing = state is TradingState.REDUCING
-        if reducing:  # towards flat and no further: a long may sell down to flat, a short buy up to it
-            if position > 0:
-                target = min(max(target, 0), position)
-            elif position < 0:
-                target = max(min(target, 0), position)
-            else:
-                target = 0
-            if position == target:
-                return
-        delta = target - position
-        side = Side.BUY if delta > 0 else Side.SELL
-        if ctx.still_denied(symbol, side, abs(delta), OrderType.MARKET, reduce_only=reducing):
-            return  # denied, and nothing it depended on has changed
-        ctx.submit(symbol, side, abs(delta), OrderType.MARKET, time_in_force=TimeInForce.IOC, reduce_only=reducing)
+        ctx.trade_towards(symbol, self.size if fast > slow else -self.size)

@@ -1,0 +1,193 @@
+"""A model in the live loop (issue 22): tick to order, and the daemon's throughput with the ensemble strategy.
+
+tick-to-order: the paper daemon (`run_daemon`, the memory journal: no database on the GPU machine, so the
+commit wait of `before_send` is left out and only foxhunt's own path is measured) on the wall clock, a
+synthetic feed paced at --rate quotes a second, the ensemble strategy on one model of --arch (production
+preset unless --size, a window of --window rows; its seed's weights, which latency does not depend on),
+served by the scoring source on --device. Measured per input, from the journal and a venue that notes the
+time each order reaches it:
+- score: the model call, copies included (ModelScored.latency_ns);
+- tick to score: the feed's stamp of the quote (its ts_init) to the score's (taken onto the bus);
+- tick to order: the feed's stamp of the quote to the SubmitOrder reaching the venue adapter, through the
+  kernel, the strategy and the pre-trade gate (orders on scores whose target moved: the strategy's steps
+  are fine, --levels, so most scores move it).
+
+throughput (--throughput): the same daemon on the feed's clock, the quotes as fast as it takes them, with
+the ensemble strategy (scored on the CPU) against ema_cross, in alternating rounds: market data inputs a
+second, and how many of them were scored.
+
+    python bench/scoring_loop.py --device cuda --arch mlp [--quotes 20000 --rate 2000]      (on the H200)
+    .venv/bin/python bench/scoring_loop.py --device cpu --arch mlp --size tiny --throughput   (here)
+"""
+
+from __future__ import annotations
+
+from foxhunt import compiled
+
+compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from contextlib import aclosing
+from pathlib import Path
+
+import anyio
+import msgspec
+import numpy as np
+
+from foxhunt import bootstrap, config
+from foxhunt.adapters.feeds.synthetic import SyntheticFeed
+from foxhunt.adapters.journal.memory import MemoryJournalStore
+from foxhunt.adapters.models.store import LocalModelStore
+from foxhunt.adapters.systemd import Notifier
+from foxhunt.messages.base import parse_fixed
+from foxhunt.messages.market import QuoteTick
+from foxhunt.messages.orders import SubmitOrder
+from foxhunt.messages.scores import ModelScored
+from foxhunt.models.artifact import FeatureSetRef, Manifest, model_id, pack
+from foxhunt.models.configs import Shape, TrainConfig
+from foxhunt.models.forecaster import build, parameter_hash
+from foxhunt.runtime.clock import EventClock, WallClock
+from foxhunt.runtime.daemon import Operations, RunRequest, run_daemon
+from foxhunt.runtime.scoring import ScoringService
+
+
+def stored_model(root: Path, arch: str, size: str, window: int) -> tuple[LocalModelStore, str]:
+    spec = config.Config().features
+    shape = Shape(window=window, features=spec.width, horizons=(1, 4, 16), quantiles=(0.1, 0.5, 0.9))
+    cfg = TrainConfig().model(arch, size)  # type: ignore[arg-type]
+    model = build(arch, cfg, shape, seed=1)
+    sha = parameter_hash(model)
+    manifest = Manifest(model_id=model_id(arch, sha), arch=arch, size=size, config=msgspec.to_builtins(cfg),
+                        shape=shape, seed=1, parameter_sha256=sha,
+                        feature_set=FeatureSetRef(name=spec.name, version=spec.version, digest=spec.digest(),
+                                                  spec=msgspec.to_builtins(spec)))
+    store = LocalModelStore(root)
+    store.put(manifest.model_id, pack(model, manifest))
+    return store, manifest.model_id
+
+
+def cfg_for(store: LocalModelStore, strategy: str, models: list[str], device: str, levels: int) -> config.Config:
+    env = {"FOXHUNT_STRATEGY__NAME": strategy, "FOXHUNT_MODELS__STORE": str(store.root),
+           "FOXHUNT_SCORING__DEVICE": device, "FOXHUNT_SCORING__BATCH": "1", "FOXHUNT_SCORING__DEADLINE_MS": "5000"}
+    if strategy == "ensemble":
+        env |= {"FOXHUNT_STRATEGY__ENSEMBLE__MODELS": json.dumps(models), "FOXHUNT_STRATEGY__ENSEMBLE__ENTRY_BPS": "0",
+                "FOXHUNT_STRATEGY__ENSEMBLE__FULL_BPS": "1e-3", "FOXHUNT_STRATEGY__ENSEMBLE__LEVELS": str(levels),
+                "FOXHUNT_RISK__MAX_ORDERS_PER_WINDOW": "100000", "FOXHUNT_RISK__MAX_MESSAGES_PER_SECOND": "100000"}
+    return config.load(None, env=env)
+
+
+class Timed:
+    """The simulated venue, noting when each order reaches it."""
+
+    def __init__(self, venue) -> None:
+        self.venue = venue
+        self.sent: dict[str, int] = {}
+
+    def __getattr__(self, name: str):
+        return getattr(self.venue, name)
+
+    def send(self, cmd):
+        if type(cmd) is SubmitOrder:
+            self.sent[cmd.order_id] = time.time_ns()
+        return self.venue.send(cmd)
+
+
+async def run(cfg: config.Config, feed, clock, rate: float | None) -> tuple[dict, list, dict[str, int]]:
+    store = MemoryJournalStore()
+    venues: list[Timed] = []
+
+    def venue(kernel, trading, clock):
+        venues.append(Timed(bootstrap.simulated_venue(kernel, trading, clock)))
+        return venues[-1]
+
+    def scoring(trading, clock):
+        models = trading.strategy.models
+        if not models:
+            return None
+        return ScoringService(bootstrap.model_runner(cfg), models, cfg.features, cfg.scoring, clock)
+
+    ops = Operations(venue=venue, notifier=Notifier({}), scoring=scoring)
+    summary = await run_daemon(store, cfg, RunRequest("j", feed, clock, feed_rate=rate), {"bench": "1"}, ops)
+    async with aclosing(store.read("j")) as pages:
+        records = [r async for page in pages for r in page]
+    return summary, records, venues[0].sent
+
+
+def percentiles(values_ns: list[int]) -> dict[str, float]:
+    a = np.array(values_ns, dtype=np.float64) / 1e3
+    return {"p50_us": round(float(np.percentile(a, 50)), 1), "p99_us": round(float(np.percentile(a, 99)), 1),
+            "p99.9_us": round(float(np.percentile(a, 99.9)), 1), "n": int(a.size)}
+
+
+def tick_to_order(args, store: LocalModelStore, mid: str) -> dict:
+    cfg = cfg_for(store, "ensemble", [mid], args.device, args.levels)
+    clock = WallClock()
+    feed = SyntheticFeed(5, args.quotes, cfg.trading().build_instruments()["EURUSD"], parse_fixed("1.1"), clock)
+    summary, records, sent = anyio.run(run, cfg, feed, clock, args.rate, backend_options={"use_uvloop": True})
+    by_seq = {r.seq: r.message for r in records}
+    score_ns, tick_score, tick_order = [], [], []
+    for r in records:
+        msg = r.message
+        if type(msg) is ModelScored:
+            score_ns.append(msg.latency_ns)
+            tick_score.append(msg.ts_init - by_seq[msg.as_of].ts_init)
+        elif type(msg) is SubmitOrder and msg.order_id in sent:
+            cause = by_seq[r.causation]
+            if type(cause) is ModelScored:
+                tick_order.append(sent[msg.order_id] - by_seq[cause.as_of].ts_init)
+    quotes = sum(1 for r in records if type(r.message) is QuoteTick)
+    return {"score_call": percentiles(score_ns), "tick_to_score": percentiles(tick_score),
+            "tick_to_order": percentiles(tick_order), "quotes": quotes, "scores": len(score_ns),
+            "orders": summary["orders"], "trading_state": summary["trading_state"]}
+
+
+def throughput(args, store: LocalModelStore, mid: str) -> dict:
+    out: dict[str, list[float]] = {"ema_cross": [], "ensemble": []}
+    scored: list[float] = []
+    for _ in range(args.repeats):
+        for strategy in ("ema_cross", "ensemble"):
+            cfg = cfg_for(store, strategy, [mid], "cpu", args.levels)
+            clock = EventClock()
+            feed = list(SyntheticFeed(5, args.quotes, cfg.trading().build_instruments()["EURUSD"], parse_fixed("1.1"),
+                                      clock))
+            started = time.perf_counter()
+            _, records, _ = anyio.run(run, cfg, feed, clock, None, backend_options={"use_uvloop": True})
+            seconds = time.perf_counter() - started
+            out[strategy].append(args.quotes / seconds)
+            if strategy == "ensemble":
+                scored.append(sum(1 for r in records if type(r.message) is ModelScored) / args.quotes)
+    med = {k: round(statistics.median(v)) for k, v in out.items()}
+    return {"quotes_per_s": med, "rounds": out, "ensemble_over_ema_cross": round(med["ensemble"] / med["ema_cross"], 3),
+            "share_of_quotes_scored": round(statistics.median(scored), 3)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--arch", default="mlp")
+    p.add_argument("--size", default="production")
+    p.add_argument("--window", type=int, default=64)
+    p.add_argument("--quotes", type=int, default=20_000)
+    p.add_argument("--rate", type=float, default=2_000.0)
+    p.add_argument("--levels", type=int, default=1_000)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--throughput", action="store_true", help="the throughput rounds instead of tick to order")
+    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        store, mid = stored_model(Path(tmp), args.arch, args.size, args.window)
+        result = throughput(args, store, mid) if args.throughput else tick_to_order(args, store, mid)
+    result |= {"arch": args.arch, "size": args.size, "window": args.window, "device": args.device}
+    print(json.dumps(result))
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    name = "scoring_throughput" if args.throughput else f"tick_to_order_{args.arch}"
+    (Path(args.out) / f"{name}.json").write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

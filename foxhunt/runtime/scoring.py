@@ -1,0 +1,501 @@
+"""The scoring source: market data in, model scores out, as inputs on the bus like a venue's reports.
+
+Live (`ScoringService`): the trading loop hands it every market data input it has journaled (`observe`,
+a few microseconds on the loop); it keeps each symbol's feature rows (core/features/windows.py) and marks
+the symbol's newest window as wanted. Its own task takes the wanted windows, up to the batch at a time, and
+has every model score them in one worker thread (ports.ModelRunner: a CUDA graph on a GPU, eagerly on the
+CPU), so the event loop never waits on a device; each forecast becomes a `ModelScored` input, published to
+the bus. A symbol whose window changes while a call is in flight is scored again at its newest window
+(scores are made of the newest data, never queued behind stale ones).
+
+A model that cannot answer (missing or corrupted in the store, raising, out of memory, slower than
+`deadline_ms`) becomes a `ModelFailed` input: trading goes to REDUCING in the kernel, the operator is told
+in the log and by `models` on the admin socket, and the model is not called again until an operator's
+`resume` (or `models reload`) loads it afresh. Nothing crashes and nothing loops.
+
+Replay (`Recomputer`): the same windows, rebuilt from the journal's market data, and the same models from
+the store, to recompute what a journal's scores said (`replay --verify`) or to score its windows with other
+models (`replay --rescore`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import msgspec
+import numpy as np
+import structlog
+from anyio.streams.memory import MemoryObjectSendStream
+
+from foxhunt.config import ScoringConfig
+from foxhunt.core.features import FeatureSpec, FeatureWindows
+from foxhunt.errors import ModelError, VerificationFailed
+from foxhunt.messages.base import Input
+from foxhunt.messages.market import MARKET_DATA_TYPES, MarketData
+from foxhunt.messages.scores import LoadedModel, ModelFailed, ModelScored, ModelsLoaded
+from foxhunt.messages.system import RunStarted
+from foxhunt.ports import Clock, ModelRunner
+
+log = structlog.get_logger("foxhunt.scoring")
+
+LATENCIES_KEPT = 10_000  # per model, for the percentiles `models` shows
+
+
+def scored(model: LoadedModel, symbol: str, as_of: int, ts_event: int, ts_init: int, window: np.ndarray,
+           forecast: np.ndarray, latency_ns: int, digest: Callable[[np.ndarray], str]) -> ModelScored:
+    """The event of one row's forecast: the outputs as Python floats (exactly the float32 values)."""
+    return ModelScored(
+        ts_event=ts_event, ts_init=ts_init, model_id=model.model_id, parameter_sha256=model.parameter_sha256,
+        symbol=symbol, as_of=as_of, input_digest=digest(window), horizons=list(model.horizons),
+        quantiles=list(model.quantiles), outputs=forecast.reshape(-1).tolist(), latency_ns=latency_ns,
+    )
+
+
+def _check_together(models: list[LoadedModel]) -> dict[str, str]:
+    """The models that cannot be combined with the first (another set of quantiles), and why."""
+    if not models:
+        return {}
+    first = models[0]
+    return {m.model_id: f"forecasts quantiles {m.quantiles}, model {first.model_id} {first.quantiles}"
+            for m in models[1:] if m.quantiles != first.quantiles}
+
+
+class _Stats:
+    def __init__(self) -> None:
+        self.latencies: deque[int] = deque(maxlen=LATENCIES_KEPT)
+        self.calls = 0
+        self.failures = 0
+        self.last_failure = ""
+
+    def summary(self) -> dict[str, Any]:
+        lat = np.array(self.latencies, dtype=np.float64) / 1e3
+        pct = {f"p{p}": round(float(np.percentile(lat, p)), 1) for p in (50, 99, 99.9)} if lat.size else {}
+        return {"calls": self.calls, "latency_us": pct, "failures": self.failures, "last_failure": self.last_failure}
+
+
+class ScoringService:
+    """The live scoring source (module docstring). `start` loads the models (the daemon submits what it
+    returns before trading starts); `run` is its task; `observe` is the trading loop's hook."""
+
+    def __init__(self, runner: ModelRunner, models: list[str], spec: FeatureSpec, cfg: ScoringConfig,
+                 clock: Clock) -> None:
+        self.runner, self.wanted_models, self.spec, self.cfg, self.clock = runner, models, spec, cfg, clock
+        self.loaded: dict[str, LoadedModel] = {}  # serving
+        self.failed: dict[str, str] = {}  # not serving, and why
+        self.stats = {m: _Stats() for m in models}
+        self.windows = FeatureWindows(spec, 1, cfg.keep)
+        self.wanted: dict[str, tuple[int, int]] = {}  # symbol -> (seq, ts_event) of its newest window
+        self.fingerprint: dict[str, str] = {}
+        self.determinism: dict[str, str] = {}
+        self.in_flight = False
+        self.reload_asked = False
+        self._wake = anyio.Event()
+        self._limiter = anyio.CapacityLimiter(1)  # one call to the device at a time
+
+    # --- the loop's hook (runs on the event loop, for every market data input) --------------------
+
+    def observe(self, seq: int, msg: MarketData) -> None:
+        if self.windows.update(seq, msg) and self.loaded:
+            self.wanted[msg.symbol] = (seq, msg.ts_event)
+            if not self.in_flight:
+                self._wake.set()
+
+    @property
+    def busy(self) -> bool:
+        """Whether windows are waiting to be scored or a call is in flight."""
+        return self.in_flight or bool(self.wanted and self.loaded)
+
+    # --- start-up, reloads -------------------------------------------------------------------------
+
+    async def start(self) -> list[Input]:
+        """Apply the determinism settings (before any CUDA work), then load every model: a ModelsLoaded,
+        and a ModelFailed for each model that could not be loaded."""
+        try:
+            self.fingerprint, self.determinism = await self._in_worker(self.runner.prepare, self.cfg.load_deadline_s)
+        except (ModelError, TimeoutError) as e:
+            self.fingerprint, self.determinism = {"device": self.runner.device, "error": str(e)}, {}
+            return self._loaded_events([], {m: ("load", f"the device cannot be prepared: {e}")
+                                            for m in self.wanted_models})
+        return await self._load(self.wanted_models)
+
+    def request_reload(self) -> None:
+        """Load the failed models again (an operator's resume, or `models reload`), in the scoring task."""
+        if self.failed:
+            self.reload_asked = True
+            self._wake.set()
+
+    async def _load(self, models: list[str]) -> list[Input]:
+        failures: dict[str, tuple[str, str]] = {}
+        loaded = []
+        for model_id in models:
+            try:
+                info = await self._in_worker(lambda m=model_id: self.runner.load(m, self.spec.digest()),
+                                             self.cfg.load_deadline_s)
+            except ModelError as e:
+                failures[model_id] = (e.what if e.what != "error" else "load", str(e))
+            except TimeoutError:
+                failures[model_id] = ("deadline", f"not loaded within load_deadline_s={self.cfg.load_deadline_s}")
+            except Exception as e:
+                failures[model_id] = ("load", f"{type(e).__name__}: {e}")
+            else:
+                loaded.append(info)
+        serving = [*self.loaded.values(), *loaded]
+        serving.sort(key=lambda m: self.wanted_models.index(m.model_id))
+        for model_id, why in _check_together(serving).items():
+            failures[model_id] = ("load", why)
+        for info in loaded:
+            if info.model_id not in failures:
+                self.loaded[info.model_id] = info
+                self.failed.pop(info.model_id, None)
+        for model_id, (what, why) in failures.items():
+            self.failed[model_id] = f"{what}: {why}"
+            self.stats[model_id].failures += 1
+            self.stats[model_id].last_failure = f"{what}: {why}"
+        self.windows.window = max([m.window for m in self.loaded.values()], default=1)
+        self.windows.keep = max(self.windows.keep, self.windows.window)
+        return self._loaded_events([m for m in loaded if m.model_id not in failures], failures)
+
+    def _loaded_events(self, loaded: list[LoadedModel], failures: dict[str, tuple[str, str]]) -> list[Input]:
+        now = self.clock.now()
+        events: list[Input] = [ModelsLoaded(
+            ts_event=now, ts_init=now, device=self.runner.device, fingerprint=self.fingerprint,
+            determinism=self.determinism, feature_spec=msgspec.json.encode(self.spec), models=loaded,
+            failed=sorted(failures))]
+        for model_id, (what, reason) in failures.items():
+            log.error("model_failed", model=model_id, what=what, reason=reason)
+            events.append(ModelFailed(ts_event=now, ts_init=now, model_id=model_id, what=what, reason=reason))
+        for info in loaded:
+            log.info("model_loaded", model=info.model_id, device=self.runner.device, graph=info.graph,
+                     window=info.window, batch=info.batch)
+        return events
+
+    # --- the task ----------------------------------------------------------------------------------
+
+    async def run(self, publisher: MemoryObjectSendStream[Input]) -> None:
+        with publisher:
+            while True:
+                await self._wake.wait()
+                self._wake = anyio.Event()
+                if self.reload_asked:
+                    self.reload_asked = False
+                    for event in await self._load(sorted(self.failed, key=self.wanted_models.index)):
+                        await publisher.send(event)
+                while self.wanted and self.loaded:
+                    for event in await self._score_next():
+                        await publisher.send(event)
+
+    async def _score_next(self) -> list[Input]:
+        """Score the wanted windows of up to `batch` symbols with every model that serves."""
+        symbols = list(self.wanted)[: min(m.batch for m in self.loaded.values())]  # the runner's batch shape
+        taken = [(s, *self.wanted.pop(s)) for s in symbols]
+        events: list[Input] = []
+        self.in_flight = True
+        try:
+            for model in list(self.loaded.values()):
+                windows = np.stack([self.windows.latest(s, model.window) for s in symbols])  # copies, on the loop
+                try:
+                    started = time.perf_counter_ns()
+                    forecasts = await self._in_worker(lambda m=model, w=windows: self.runner.score(m.model_id, w),
+                                                      self.cfg.deadline_ms / 1e3)
+                    latency = time.perf_counter_ns() - started
+                except ModelError as e:
+                    events.append(self._fail(model, symbols, e.what, str(e)))
+                    continue
+                except TimeoutError:
+                    events.append(self._fail(model, symbols, "deadline",
+                                             f"no answer within deadline_ms={self.cfg.deadline_ms}"))
+                    continue
+                except Exception as e:
+                    events.append(self._fail(model, symbols, "error", f"{type(e).__name__}: {e}"))
+                    continue
+                stats = self.stats[model.model_id]
+                stats.calls += 1
+                stats.latencies.append(latency)
+                now = self.clock.now()
+                for i, (symbol, seq, ts_event) in enumerate(taken):
+                    events.append(scored(model, symbol, seq, ts_event, now, windows[i], forecasts[i], latency,
+                                         self.runner.input_digest))
+        finally:
+            self.in_flight = False
+        return events
+
+    def _fail(self, model: LoadedModel, symbols: list[str], what: str, reason: str) -> ModelFailed:
+        self.loaded.pop(model.model_id, None)
+        self.failed[model.model_id] = f"{what}: {reason}"
+        stats = self.stats[model.model_id]
+        stats.failures += 1
+        stats.last_failure = f"{what}: {reason}"
+        log.error("model_failed", model=model.model_id, what=what, reason=reason, symbols=symbols)
+        now = self.clock.now()
+        return ModelFailed(ts_event=now, ts_init=now, model_id=model.model_id, symbol=",".join(symbols), what=what,
+                           reason=reason)
+
+    async def _in_worker(self, call: Callable[[], Any], seconds: float) -> Any:
+        """`call` in the worker thread, abandoned (not waited for) after `seconds`: TimeoutError."""
+        with anyio.fail_after(seconds):
+            return await anyio.to_thread.run_sync(call, limiter=self._limiter, abandon_on_cancel=True)
+
+    # --- the admin socket's `models` ---------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "device": self.runner.device,
+            "fingerprint": self.fingerprint,
+            "models": {m: {"state": "serving" if m in self.loaded else "failed",
+                           "parameter_sha256": self.loaded[m].parameter_sha256 if m in self.loaded else None,
+                           "graph": self.loaded[m].graph if m in self.loaded else None,
+                           "reason": self.failed.get(m), **self.stats[m].summary()}
+                       for m in self.wanted_models},
+            "windows_waiting": len(self.wanted),
+        }
+
+
+class Recomputer:
+    """What replay scores with: the windows of a journal's runs rebuilt from its market data (fed in journal
+    order to `on_input`) and the models from the store, each loaded once."""
+
+    def __init__(self, runner: ModelRunner, keep: int) -> None:
+        self.runner, self.keep = runner, keep
+        self.windows: FeatureWindows | None = None  # None between a RunStarted and its ModelsLoaded
+        self.models: dict[str, LoadedModel | ModelError] = {}
+        self.fingerprint: dict[str, str] = {}
+        self.spec: FeatureSpec | None = None
+
+    def prepare(self) -> dict[str, str]:
+        self.fingerprint, _ = self.runner.prepare()
+        return self.fingerprint
+
+    def run_started(self) -> None:
+        self.windows = None
+
+    def models_loaded(self, msg: ModelsLoaded) -> None:
+        """A run's scoring source started (or reloaded): its feature set makes the windows from here on."""
+        if self.windows is None:
+            self.spec = msgspec.json.decode(msg.feature_spec, type=FeatureSpec)
+            self.windows = FeatureWindows(self.spec, 1, self.keep)
+
+    def observe(self, seq: int, msg: MarketData) -> None:
+        if self.windows is not None:
+            self.windows.update(seq, msg)
+
+    def model(self, model_id: str) -> LoadedModel:
+        """The store's model `model_id`, loaded once (a ModelError once is a ModelError every time)."""
+        if model_id not in self.models:
+            if self.spec is None:
+                raise ModelError(f"model {model_id}: no ModelsLoaded came before its scores", what="load")
+            try:
+                self.models[model_id] = self.runner.load(model_id, self.spec.digest())
+            except ModelError as e:
+                self.models[model_id] = e
+        found = self.models[model_id]
+        if isinstance(found, ModelError):
+            raise found
+        return found
+
+    def window(self, model: LoadedModel, symbol: str, as_of: int) -> np.ndarray | None:
+        return None if self.windows is None else self.windows.at(symbol, as_of, model.window)
+
+    def score(self, model: LoadedModel, window: np.ndarray) -> np.ndarray:
+        """One window's forecast, float32 [horizons, quantiles]."""
+        return self.runner.score(model.model_id, window[None])[0]
+
+
+def _floats_out(value: Any) -> Any:
+    """A message as plain data with every float replaced by None: what is left is its decision."""
+    if isinstance(value, float):
+        return None
+    if isinstance(value, dict):
+        return {k: _floats_out(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_floats_out(v) for v in value]
+    return value
+
+
+class ScoreCheck:
+    """`replay --verify` for the scores of a journal: each ModelScored is computed again from its window,
+    rebuilt from the journal's market data, by the store's model of its id.
+
+    Where the run's ModelsLoaded fingerprint is this machine's (the same device, torch, CUDA and processor
+    class), the recomputed outputs and input digest must equal the recorded bytes: the first score that
+    differs fails the verify, named. Elsewhere the recomputed score is what the kernel is fed, and the
+    verify is of the decisions: the events it derives from a score may differ from the recorded ones only in
+    their floating-point numbers; the verify reports "numerically equivalent", with the largest absolute
+    difference and the share of decision events identical byte for byte, and fails only where a decision
+    (what is asked for, of what, how much) differs. A model whose parameters in the store are not the ones
+    a score records fails the verify too, even where every output it recomputes is the same."""
+
+    def __init__(self, runner_for: Callable[[], ModelRunner], keep: int) -> None:
+        self._runner_for = runner_for
+        self.keep = keep
+        self.recomputer: Recomputer | None = None
+        self.strict = True
+        self.recorded_on: dict[str, str] = {}
+        self.scores = self.identical = self.windows_differ = 0
+        self.decisions = self.decisions_identical = 0
+        self.largest = 0.0
+        self.other_parameters: dict[str, tuple[str, str]] = {}  # model -> (recorded, in the store)
+
+    def on_input(self, seq: int, msg: Input) -> Input:
+        """What the kernel is fed for the journal's input `msg`: itself, or a score as recomputed here."""
+        kind = type(msg)
+        rec = self.recomputer
+        if kind is ModelScored:
+            return self._check(seq, msg)  # type: ignore[arg-type]
+        if kind is ModelsLoaded:
+            if rec is None:
+                rec = self.recomputer = Recomputer(self._runner_for(), self.keep)
+                rec.prepare()
+            loaded: ModelsLoaded = msg  # type: ignore[assignment]
+            rec.models_loaded(loaded)
+            self.recorded_on = loaded.fingerprint
+            self.strict = loaded.fingerprint == rec.fingerprint
+        elif rec is not None:
+            if kind is RunStarted:
+                rec.run_started()
+            elif kind in MARKET_DATA_TYPES:
+                rec.observe(seq, msg)  # type: ignore[arg-type]
+        return msg
+
+    def _check(self, seq: int, score: ModelScored) -> Input:
+        name = f"score seq {seq} ({score.model_id} for {score.symbol} as of seq {score.as_of})"
+        rec = self.recomputer
+        if rec is None:
+            raise VerificationFailed(f"{name}: no ModelsLoaded came before it, so its window cannot be rebuilt")
+        try:
+            model = rec.model(score.model_id)
+        except ModelError as e:
+            raise VerificationFailed(f"{name} cannot be recomputed: {e}") from None
+        window = rec.window(model, score.symbol, score.as_of)
+        if window is None:
+            raise VerificationFailed(
+                f"{name}: its window is not among the rows replay keeps (the newest {self.keep} of a symbol, of"
+                " its run): raise [scoring] keep")
+        if model.parameter_sha256 != score.parameter_sha256:
+            self.other_parameters[score.model_id] = (score.parameter_sha256, model.parameter_sha256)
+        digest = rec.runner.input_digest(window)
+        recomputed = rec.score(model, window)
+        recorded = np.array(score.outputs, dtype=np.float32)
+        self.scores += 1
+        same_window = digest == score.input_digest
+        if recorded.shape != recomputed.reshape(-1).shape:
+            raise VerificationFailed(f"{name}: {recorded.size} outputs recorded, the model gives {recomputed.size}")
+        diff = float(np.max(np.abs(recorded.astype(np.float64) - recomputed.reshape(-1))))
+        self.largest = max(self.largest, diff)
+        if same_window and recorded.tobytes() == recomputed.reshape(-1).tobytes():
+            self.identical += 1
+            return score
+        if self.strict:
+            what = ("its window differs from the one recorded (the features of the journal's market data are"
+                    " not what they were)" if not same_window else f"its outputs differ by up to {diff:.3g}")
+            params = self.other_parameters.get(score.model_id)
+            more = (f"; the store's {score.model_id} has parameters {params[1][:16]}, the score was made with"
+                    f" {params[0][:16]}") if params else ""
+            raise VerificationFailed(
+                f"{name} is not reproduced on the machine class that recorded it: {what}{more}\n"
+                f"  recorded:   {score.outputs}\n  recomputed: {recomputed.reshape(-1).tolist()}")
+        self.windows_differ += not same_window
+        return msgspec.structs.replace(score, input_digest=digest, outputs=recomputed.reshape(-1).tolist())
+
+    def decision(self, replayed: bytes, recorded: bytes, decode: Callable[[bytes], Any]) -> bool:
+        """Whether an event derived from a recomputed score is the recorded decision, its floating-point
+        numbers aside (counted either way)."""
+        self.decisions += 1
+        if replayed == recorded:
+            self.decisions_identical += 1
+            return True
+        return not self.strict and _floats_out(msgspec.to_builtins(decode(replayed))) == _floats_out(
+            msgspec.to_builtins(decode(recorded)))
+
+    def finish(self) -> dict[str, Any]:
+        for model_id, (recorded, stored) in self.other_parameters.items():
+            raise VerificationFailed(
+                f"the scores of {model_id} were made with parameters {recorded[:16]}, but the store's {model_id}"
+                f" has {stored[:16]}: the model in the store is not the one that scored")
+        if not self.scores:
+            return {}
+        here = self.recomputer.fingerprint if self.recomputer is not None else {}
+        out: dict[str, Any] = {"scores_recomputed": self.scores, "scores_identical": self.identical}
+        if self.strict and self.identical == self.scores:
+            out["scores"] = f"identical (recorded and replayed on {_machine(here)})"
+        else:
+            share = self.decisions_identical / self.decisions if self.decisions else 1.0
+            out["scores"] = (f"numerically equivalent, not identical: recorded on {_machine(self.recorded_on)},"
+                             f" replayed on {_machine(here)}; largest absolute difference {self.largest:.3g};"
+                             f" {share:.1%} of {self.decisions} decision events identical, every decision the same")
+            out["largest_abs_diff"] = self.largest
+            out["windows_differing"] = self.windows_differ
+        return out
+
+
+def _machine(fingerprint: dict[str, str]) -> str:
+    return fingerprint.get("gpu") or fingerprint.get("cpu") or fingerprint.get("device", "?")
+
+
+class Rescore:
+    """`replay --rescore`: a backtest whose scores are computed again, by the models the (possibly `--set`)
+    configuration names, at the windows where the journal's run scored (a what-if: another model, another
+    configuration). The journal's ModelsLoaded and ModelFailed give way to this replay's own."""
+
+    def __init__(self, runner: ModelRunner, models: list[str], keep: int) -> None:
+        self.recomputer = Recomputer(runner, keep)
+        self.models = models
+        self.fingerprint = self.recomputer.prepare()
+        self.scored: tuple[str, int] | None = None  # the last window scored: its symbol and as_of
+        self.serving: list[LoadedModel] = []
+
+    def on_input(self, seq: int, msg: Input) -> list[Input]:
+        """What the backtest takes in place of the journal's input `msg`."""
+        kind, rec = type(msg), self.recomputer
+        if kind in MARKET_DATA_TYPES:
+            rec.observe(seq, msg)  # type: ignore[arg-type]
+        elif kind is RunStarted:
+            rec.run_started()
+        elif kind is ModelsLoaded:
+            return self._loaded(msg)  # type: ignore[arg-type]
+        elif kind is ModelFailed:
+            return []
+        elif kind is ModelScored:
+            return self._rescored(msg)  # type: ignore[arg-type]
+        return [msg]
+
+    def _loaded(self, msg: ModelsLoaded) -> list[Input]:
+        reloaded = self.recomputer.windows is not None
+        self.recomputer.models_loaded(msg)
+        if reloaded:
+            return []
+        self.serving, failed = [], []
+        events: list[Input] = []
+        for model_id in self.models:
+            try:
+                self.serving.append(self.recomputer.model(model_id))
+            except ModelError as e:
+                failed.append(model_id)
+                events.append(ModelFailed(ts_event=msg.ts_event, ts_init=msg.ts_init, model_id=model_id,
+                                          what="load", reason=str(e)))
+        loaded = msgspec.structs.replace(msg, device=self.recomputer.runner.device, fingerprint=self.fingerprint,
+                                         models=self.serving, failed=failed)
+        return [loaded, *events]
+
+    def _rescored(self, score: ModelScored) -> list[Input]:
+        if self.scored == (score.symbol, score.as_of):
+            return []  # this window is scored already, by every configured model
+        self.scored = (score.symbol, score.as_of)
+        out: list[Input] = []
+        for model in self.serving:
+            window = self.recomputer.window(model, score.symbol, score.as_of)
+            if window is None:
+                continue
+            started = time.perf_counter_ns()
+            try:
+                forecast = self.recomputer.score(model, window)
+            except ModelError as e:
+                out.append(ModelFailed(ts_event=score.ts_event, ts_init=score.ts_init, model_id=model.model_id,
+                                       symbol=score.symbol, what=e.what, reason=str(e)))
+                continue
+            out.append(scored(model, score.symbol, score.as_of, score.ts_event, score.ts_init, window, forecast,
+                              time.perf_counter_ns() - started, self.recomputer.runner.input_digest))
+        return out

@@ -1,0 +1,129 @@
+"""One suite over every ports.ModelRunner: the torch runner on the CPU, and on CUDA where there is a GPU (it
+skips here without one, and says so; on the H200 the CUDA runner replays CUDA graphs). The contract is the
+port's docstring: loads check hash and features, a row's forecast is its own, failures are ModelErrors
+that say what kind they are."""
+
+from __future__ import annotations
+
+import hashlib
+
+import msgspec
+import numpy as np
+import pytest
+import torch
+
+from foxhunt.adapters.inference.runner import TorchRunner
+from foxhunt.adapters.models.store import LocalModelStore
+from foxhunt.core.features import FeatureSpec
+from foxhunt.errors import ModelError
+from foxhunt.models.artifact import WEIGHTS, FeatureSetRef, Manifest, model_id, pack
+from foxhunt.models.configs import ARCHITECTURES, Shape, TrainConfig
+from foxhunt.models.forecaster import build, parameter_hash
+from tests.contract.test_model_store_contract import files
+
+SPEC = FeatureSpec()
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the CUDA runner runs on a GPU machine")
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=CUDA)])
+def device(request) -> str:
+    return request.param
+
+
+def runner_with(tmp_path, device: str, batch: int = 4, seed: int = 1) -> tuple[TorchRunner, str]:
+    store = LocalModelStore(tmp_path / "models")
+    mid, stored = files(seed)
+    store.put(mid, stored)
+    runner = TorchRunner(store, device, batch=batch)
+    runner.prepare()
+    return runner, mid
+
+
+def windows(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).normal(size=(n, 4, SPEC.width)).astype(np.float32)
+
+
+def test_prepare_names_the_device_and_the_switches_before_any_load(tmp_path, device):
+    store = LocalModelStore(tmp_path / "models")
+    runner = TorchRunner(store, device)
+    fingerprint, switches = runner.prepare()
+    assert runner.device.startswith(device) and fingerprint["device"] == device
+    assert switches["deterministic_algorithms"] == "on" and switches["tf32"] == "off"
+
+
+def test_a_loaded_model_describes_what_it_reads_and_writes(tmp_path, device):
+    runner, mid = runner_with(tmp_path, device)
+    info = runner.load(mid, SPEC.digest())
+    assert info.model_id == mid and len(info.parameter_sha256) == 64 and info.arch == "mlp"
+    assert (info.window, info.features, info.horizons, info.quantiles) == (4, SPEC.width, [1, 4], [0.5])
+    assert info.feature_digest == SPEC.digest() and info.batch == 4 and info.graph == (device == "cuda")
+
+
+def test_a_row_s_forecast_is_its_own_and_the_same_every_call(tmp_path, device):
+    runner, mid = runner_with(tmp_path, device)
+    runner.load(mid, SPEC.digest())
+    rows = windows(4)
+    together = runner.score(mid, rows)
+    assert together.shape == (4, 2, 1) and together.dtype == np.float32
+    alone = np.stack([runner.score(mid, rows[i : i + 1])[0] for i in range(4)])
+    mixed = runner.score(mid, np.concatenate([rows[:1], windows(3, seed=9)]))[0]
+    assert np.array_equal(together, alone) and np.array_equal(together[0], mixed)
+    assert np.array_equal(runner.score(mid, rows), together)
+
+
+def test_a_missing_a_corrupted_and_another_feature_set_s_model_are_load_failures(tmp_path, device):
+    runner, mid = runner_with(tmp_path, device)
+    with pytest.raises(ModelError, match="no model mlp-000000000000") as missing:
+        runner.load("mlp-000000000000", SPEC.digest())
+    with pytest.raises(ModelError, match="trained on feature set core v1"):
+        runner.load(mid, "0" * 64)
+    weights = runner.store.root / mid / WEIGHTS
+    weights.write_bytes(weights.read_bytes()[:-8] + bytes(8))
+    with pytest.raises(ModelError, match="a file is corrupted or was changed"):
+        runner.load(mid, SPEC.digest())
+    assert missing.value.what == "error"  # the store's word; the scoring service records it as a load failure
+    with pytest.raises(ModelError, match="is not loaded") as unloaded:
+        runner.score(mid, windows(1))
+    assert unloaded.value.what == "load"
+
+
+def test_loading_again_loads_afresh(tmp_path, device):
+    runner, mid = runner_with(tmp_path, device)
+    runner.load(mid, SPEC.digest())
+    first = runner.score(mid, windows(2))
+    runner.load(mid, SPEC.digest())
+    assert np.array_equal(runner.score(mid, windows(2)), first)
+
+
+def test_windows_of_the_wrong_shape_or_too_many_are_errors_not_crashes(tmp_path, device):
+    runner, mid = runner_with(tmp_path, device, batch=2)
+    runner.load(mid, SPEC.digest())
+    for bad in (windows(3), np.zeros((1, 5, SPEC.width), dtype=np.float32)):
+        with pytest.raises(ModelError, match="expected 1 to 2 windows of shape") as error:
+            runner.score(mid, bad)
+        assert error.value.what == "error"
+
+
+def test_the_input_digest_is_the_sha256_of_the_float32_bytes():
+    w = windows(1)[0]
+    assert TorchRunner.input_digest(w) == hashlib.sha256(w.tobytes()).hexdigest()
+    assert TorchRunner.input_digest(w.astype(np.float64)) == TorchRunner.input_digest(w)
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_every_architecture_serves(tmp_path, arch):
+    """Each architecture through the runner on the CPU (on CUDA: tests/ml/test_gpu.py)."""
+    shape = Shape(window=8, features=SPEC.width, horizons=(1, 4), quantiles=(0.1, 0.5, 0.9))
+    model = build(arch, TrainConfig().model(arch, "tiny"), shape, 3)
+    sha = parameter_hash(model)
+    manifest = Manifest(model_id=model_id(arch, sha), arch=arch, size="tiny",
+                        config=msgspec.to_builtins(TrainConfig().model(arch, "tiny")), shape=shape,
+                        seed=3, parameter_sha256=sha,
+                        feature_set=FeatureSetRef(name=SPEC.name, version=SPEC.version, digest=SPEC.digest(), spec={}))
+    store = LocalModelStore(tmp_path / "models")
+    store.put(manifest.model_id, pack(model, manifest))
+    runner = TorchRunner(store, "cpu", batch=2)
+    runner.prepare()
+    runner.load(manifest.model_id, SPEC.digest())
+    out = runner.score(manifest.model_id, np.random.default_rng(1).normal(size=(2, 8, SPEC.width)).astype(np.float32))
+    assert out.shape == (2, 2, 3) and np.isfinite(out).all()
