@@ -139,7 +139,7 @@ class ScoringService:
                 failures[model_id] = (e.what if e.what != "error" else "load", str(e))
             except TimeoutError:
                 failures[model_id] = ("deadline", f"not loaded within load_deadline_s={self.cfg.load_deadline_s}")
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - whatever a broken model raises, it is a failure, not a crash
                 failures[model_id] = ("load", f"{type(e).__name__}: {e}")
             else:
                 loaded.append(info)
@@ -209,7 +209,7 @@ class ScoringService:
                     events.append(self._fail(model, symbols, "deadline",
                                              f"no answer within deadline_ms={self.cfg.deadline_ms}"))
                     continue
-                except Exception as e:
+                except Exception as e:  # noqa: BLE001 - a model that raises is a failure, not a crash
                     events.append(self._fail(model, symbols, "error", f"{type(e).__name__}: {e}"))
                     continue
                 stats = self.stats[model.model_id]

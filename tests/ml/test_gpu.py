@@ -13,7 +13,7 @@ import torch
 
 from foxhunt.models.configs import ARCHITECTURES
 from foxhunt.models.determinism import make_deterministic
-from tests.ml.test_scoring import model_store  # noqa: F401, F811 - the fixture: a tiny forecaster in a store
+from tests.ml.test_scoring import model_store  # noqa: F401 - the fixture: a tiny forecaster in a store
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(),
