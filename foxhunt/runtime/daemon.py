@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import msgspec
 import structlog
 from anyio.streams.memory import MemoryObjectSendStream
@@ -133,6 +134,7 @@ class Operations:
 
 
 Done = Callable[[int, Sequence[Derived]], None]
+YIELD_EVERY_MASK = 255  # the consuming loop yields to the other tasks once every 256 inputs taken in a row
 STOP_CANCEL_WAIT = 5.0  # seconds a stop waits for a real venue to confirm the stop policy's cancels
 
 
@@ -379,10 +381,14 @@ async def _consume(
         count += 1
         if req.max_events is not None and count >= req.max_events:
             control.request_stop("max-events")
-        elif count & 1023 == 0:
-            _heartbeat(console, notifier)
-            if time.monotonic() >= deadline:
-                control.request_stop("duration")
+        elif count & YIELD_EVERY_MASK == 0:
+            # the loop takes queued inputs without yielding; in a burst, the other tasks (the scoring
+            # source's answers, the admin socket, a venue) get a turn at least this often
+            await anyio.lowlevel.checkpoint()
+            if count & 1023 == 0:
+                _heartbeat(console, notifier)
+                if time.monotonic() >= deadline:
+                    control.request_stop("duration")
 
 
 async def _submit_urgent(loop: TradingLoop, clock: Clock, control: _Control) -> None:

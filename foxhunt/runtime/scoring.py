@@ -55,6 +55,13 @@ def scored(model: LoadedModel, symbol: str, as_of: int, ts_event: int, ts_init: 
     )
 
 
+def _timed(call: Callable[..., Any], *args: Any) -> tuple[Any, int]:
+    """`call(*args)` and the nanoseconds it took, timed in the thread that makes it."""
+    started = time.perf_counter_ns()
+    out = call(*args)
+    return out, time.perf_counter_ns() - started
+
+
 def _check_together(models: list[LoadedModel]) -> dict[str, str]:
     """The models that cannot be combined with the first (another set of quantiles), and why."""
     if not models:
@@ -198,10 +205,8 @@ class ScoringService:
             for model in list(self.loaded.values()):
                 windows = np.stack([self.windows.latest(s, model.window) for s in symbols])  # copies, on the loop
                 try:
-                    started = time.perf_counter_ns()
-                    forecasts = await self._in_worker(lambda m=model, w=windows: self.runner.score(m.model_id, w),
-                                                      self.cfg.deadline_ms / 1e3)
-                    latency = time.perf_counter_ns() - started
+                    forecasts, latency = await self._in_worker(
+                        lambda m=model, w=windows: _timed(self.runner.score, m.model_id, w), self.cfg.deadline_ms / 1e3)
                 except ModelError as e:
                     events.append(self._fail(model, symbols, e.what, str(e)))
                     continue

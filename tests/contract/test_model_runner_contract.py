@@ -19,7 +19,7 @@ from foxhunt.errors import ModelError
 from foxhunt.models.artifact import WEIGHTS, FeatureSetRef, Manifest, model_id, pack
 from foxhunt.models.configs import ARCHITECTURES, Shape, TrainConfig
 from foxhunt.models.forecaster import build, parameter_hash
-from tests.contract.test_model_store_contract import files
+from tests.stored import files
 
 SPEC = FeatureSpec()
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the CUDA runner runs on a GPU machine")

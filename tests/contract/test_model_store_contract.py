@@ -11,10 +11,10 @@ import torch
 from foxhunt.adapters.models.store import LocalModelStore, S3ModelStore
 from foxhunt.core.features import FeatureSpec
 from foxhunt.errors import ModelError
-from foxhunt.models.artifact import WEIGHTS, FeatureSetRef, Manifest, model_id, pack, unpack
-from foxhunt.models.configs import Shape, TrainConfig
-from foxhunt.models.forecaster import build, parameter_hash
+from foxhunt.models.artifact import WEIGHTS, unpack
+from foxhunt.models.forecaster import parameter_hash
 from tests.s3_server import CREDENTIALS, free_port
+from tests.stored import files
 
 SPEC = FeatureSpec()
 
@@ -34,18 +34,6 @@ def store(request, tmp_path, monkeypatch):
     store.proxy = proxy
     yield store
     proxy.breaking = False
-
-
-def files(seed: int = 1, spec: FeatureSpec = SPEC) -> tuple[str, dict[str, bytes]]:
-    shape = Shape(window=4, features=spec.width, horizons=(1, 4), quantiles=(0.5,))
-    model = build("mlp", TrainConfig().model("mlp", "tiny"), shape, seed)
-    sha = parameter_hash(model)
-    manifest = Manifest(
-        model_id=model_id("mlp", sha), arch="mlp", size="tiny", config={"hidden": 16, "layers": 2, "dropout": 0.0},
-        shape=shape, seed=seed, parameter_sha256=sha,
-        feature_set=FeatureSetRef(name=spec.name, version=spec.version, digest=spec.digest(), spec={}),
-    )
-    return manifest.model_id, pack(model, manifest)
 
 
 def test_a_stored_model_reads_back_whole_and_verified(store):
