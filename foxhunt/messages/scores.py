@@ -62,7 +62,7 @@ class ModelFailed(Input, frozen=True, kw_only=True):
     """A model that could not answer: it is missing or corrupted in the store (`load`), it raised
     (`error`), the device ran out of memory (`out_of_memory`), or it took longer than its deadline
     (`deadline`). Trading goes to REDUCING; the scoring source stops calling the model until an operator's
-    `resume` (or `models reload`) loads it again."""
+    `resume` loads it again."""
 
     model_id: str
     symbol: str = ""  # the symbol it was scoring, "" for a load

@@ -11,7 +11,7 @@ the bus. A symbol whose window changes while a call is in flight is scored again
 A model that cannot answer (missing or corrupted in the store, raising, out of memory, slower than
 `deadline_ms`) becomes a `ModelFailed` input: trading goes to REDUCING in the kernel, the operator is told
 in the log and by `models` on the admin socket, and the model is not called again until an operator's
-`resume` (or `models reload`) loads it afresh. Nothing crashes and nothing loops.
+`resume` loads it afresh. Nothing crashes and nothing loops.
 
 Replay (`Recomputer`): the same windows, rebuilt from the journal's market data, and the same models from
 the store, to recompute what a journal's scores said (`replay --verify`) or to score its windows with other
@@ -20,6 +20,9 @@ models (`replay --rescore`).
 
 from __future__ import annotations
 
+import asyncio
+import queue
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -71,6 +74,58 @@ def _check_together(models: list[LoadedModel]) -> dict[str, str]:
             for m in models[1:] if m.quantiles != first.quantiles}
 
 
+class Worker:
+    """The one thread that makes every call to the model runner, in the order asked (so a model's buffers,
+    its CUDA graph and the device are only ever used by one call at a time), and hands each answer back
+    to the event loop with `call_soon_threadsafe`. A round trip costs about 17 µs where
+    `anyio.to_thread.run_sync`'s costs about 76 (docs/benchmarks.md): it is on the path of every score.
+    The daemon runs anyio on asyncio (uvloop), whose loop this answers through."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.Future, asyncio.AbstractEventLoop] | None] = (
+            queue.SimpleQueue())
+        self._thread: threading.Thread | None = None
+
+    async def call(self, fn: Callable[[], Any], seconds: float) -> Any:
+        """`fn()` in the thread; after `seconds` it is abandoned (the thread may still be in it) and
+        TimeoutError is raised. What `fn` raises is raised here."""
+        loop = asyncio.get_running_loop()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="foxhunt-scoring", daemon=True)
+            self._thread.start()
+        answer = loop.create_future()
+        self._queue.put((fn, answer, loop))
+        with anyio.fail_after(seconds):
+            return await answer
+
+    def _serve(self) -> None:
+        while (job := self._queue.get()) is not None:
+            fn, answer, loop = job
+            try:
+                result, failed = fn(), None
+            except BaseException as e:  # noqa: BLE001 - handed to the caller, which decides
+                result, failed = None, e
+            loop.call_soon_threadsafe(_settle, answer, result, failed)
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """The thread ends once the calls asked before are made."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread = None
+
+
+def _settle(answer: asyncio.Future, result: Any, failed: BaseException | None) -> None:
+    if answer.done():  # abandoned: its deadline passed, or the task waiting for it was cancelled
+        return
+    if failed is not None:
+        answer.set_exception(failed)
+    else:
+        answer.set_result(result)
+
+
 class _Stats:
     def __init__(self) -> None:
         self.latencies: deque[int] = deque(maxlen=LATENCIES_KEPT)
@@ -101,7 +156,7 @@ class ScoringService:
         self.in_flight = False
         self.reload_asked = False
         self._wake = anyio.Event()
-        self._limiter = anyio.CapacityLimiter(1)  # one call to the device at a time
+        self._worker = Worker()  # every call to the runner, one at a time
 
     # --- the loop's hook (runs on the event loop, for every market data input) --------------------
 
@@ -123,14 +178,14 @@ class ScoringService:
         and a ModelFailed for each model that could not be loaded."""
         try:
             self.fingerprint, self.determinism = await self._in_worker(self.runner.prepare, self.cfg.load_deadline_s)
-        except (ModelError, TimeoutError) as e:
+        except Exception as e:  # noqa: BLE001 - a device that cannot be prepared fails the models, not the daemon
             self.fingerprint, self.determinism = {"device": self.runner.device, "error": str(e)}, {}
             return self._loaded_events([], {m: ("load", f"the device cannot be prepared: {e}")
                                             for m in self.wanted_models})
         return await self._load(self.wanted_models)
 
     def request_reload(self) -> None:
-        """Load the failed models again (an operator's resume, or `models reload`), in the scoring task."""
+        """Load the failed models again (after an operator's resume), in the scoring task."""
         if self.failed:
             self.reload_asked = True
             self._wake.set()
@@ -183,7 +238,7 @@ class ScoringService:
     # --- the task ----------------------------------------------------------------------------------
 
     async def run(self, publisher: MemoryObjectSendStream[Input]) -> None:
-        with publisher:
+        with publisher, self._worker:
             while True:
                 await self._wake.wait()
                 self._wake = anyio.Event()
@@ -241,8 +296,7 @@ class ScoringService:
 
     async def _in_worker(self, call: Callable[[], Any], seconds: float) -> Any:
         """`call` in the worker thread, abandoned (not waited for) after `seconds`: TimeoutError."""
-        with anyio.fail_after(seconds):
-            return await anyio.to_thread.run_sync(call, limiter=self._limiter, abandon_on_cancel=True)
+        return await self._worker.call(call, seconds)
 
     # --- the admin socket's `models` ---------------------------------------------------------------
 

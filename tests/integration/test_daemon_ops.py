@@ -149,6 +149,7 @@ def test_the_daemon_under_systemd_and_an_operator(cli_env, pg_dsn, journal_name,
             admin(place, *query)
         risk = admin(place, "risk")
         assert risk["limits"]["max_order_qty"] == "500000" and risk["denials_held_back"] >= 0
+        assert admin(place, "models") == {"scoring": "off: the strategy reads no model scores", "strategy": "ema_cross"}
 
         # garbage, an oversized frame and a silent client: answered or cut off, the daemon carries on
         with socket.socket(socket.AF_UNIX) as junk, socket.socket(socket.AF_UNIX) as silent:

@@ -161,3 +161,28 @@ def test_a_training_set_reads_an_ingested_file_and_a_recorded_run_together(marke
     assert journals[ingested]["events"] == 2500 and journals[ingested]["first_seq"] >= 1
     assert journals[market]["events"] > 3000
     assert trained["training"]["symbols"] == {"EURUSD": journals[market]["events"], "GBPUSD": 2500}
+
+
+def test_a_daemon_trades_on_the_scores_of_a_model_it_was_trained_for_and_replay_verifies_them(market, env, tmp_path):
+    """The whole path with the `foxhunt` command and the session's PostgreSQL: train, run the ensemble
+    strategy on the model's scores (a paced feed, on the wall clock), verify with every score recomputed,
+    backtest with the journaled scores and with scores computed again."""
+    store = str(tmp_path / "models")
+    trained = train("mlp", "--journal", market, "--out", store, "--seed", "2", env=env | {"FOXHUNT_TRAIN__MAX_STEPS": "60"})
+    run_env = env | {"FOXHUNT_STRATEGY__NAME": "ensemble", "FOXHUNT_MODELS__STORE": store,
+                     "FOXHUNT_STRATEGY__ENSEMBLE__MODELS": f'["{trained["model_id"]}"]', "FOXHUNT_SCORING__DEVICE": "cpu",
+                     "FOXHUNT_STRATEGY__ENSEMBLE__ENTRY_BPS": "0.0", "FOXHUNT_STRATEGY__ENSEMBLE__FULL_BPS": "0.01",
+                     "FOXHUNT_STRATEGY__ENSEMBLE__LEVELS": "20"}
+    journal = f"{market}-scored"
+    ran = summary("run", "--journal", journal, "--feed", "synthetic:seed=5,n=600,rate=300", env=run_env)
+    shown = ok("journal", "show", journal, "--limit", "2000", env=run_env).stdout
+    assert "\tModelsLoaded\t" in shown and shown.count("\tModelScored\t") > 300 and "\tTargetChanged\t" in shown
+    assert ran["orders"] > 0 and ran["trading_state"] == "ACTIVE"
+    verified = summary("replay", journal, "--verify", env=run_env)
+    assert verified["scores"].startswith("identical") and verified["scores_recomputed"] == shown.count("\tModelScored\t")
+    assert verified["state_digest"] == ran["state_digest"]
+    recorded = summary("replay", journal, env=run_env)
+    rescored = summary("replay", journal, "--rescore", env=run_env)
+    assert recorded["orders"] == rescored["orders"] == ran["orders"]
+    refused = foxhunt("replay", journal, "--verify", "--rescore", env=run_env)
+    assert refused.returncode == 2 and "--verify recomputes every score already" in refused.stderr
