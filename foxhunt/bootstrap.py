@@ -274,7 +274,8 @@ async def backtest(store: JournalStore, name: str, trading: TradingConfig, resco
     names, from that configuration's model store and on its scoring device."""
     rescore = None
     if rescore_with is not None:
-        rescore = Rescore(model_runner(rescore_with), trading.strategy.models, rescore_with.scoring.keep)
+        rescore = Rescore(model_runner(rescore_with), trading.strategy.models, rescore_with.scoring.keep,
+                          rescore_with.features)
     return await replay.backtest(store, name, trading, simulated_venue, DiscardingJournal(), rescore)
 
 

@@ -495,30 +495,57 @@ def _machine(fingerprint: dict[str, str]) -> str:
 
 
 class Rescore:
-    """`replay --rescore`: a backtest whose scores are computed again, by the models the (possibly `--set`)
-    configuration names, at the windows where the journal's run scored (a what-if: another model, another
-    configuration). The journal's ModelsLoaded and ModelFailed give way to this replay's own."""
+    """`replay --rescore`: a backtest whose scores are computed again, in line, by the models the (possibly
+    `--set`) configuration names: a what-if with another model or another configuration, and the backtest
+    of a model's strategy on any journal.
 
-    def __init__(self, runner: ModelRunner, models: list[str], keep: int) -> None:
+    - A run that had a scoring source (its ModelsLoaded comes before its market data, as the daemon records
+      it) is scored at the windows where it scored: the same points in the stream, other numbers.
+    - A run without one (market data ingested, a run of another strategy) is scored at every market data
+      input whose symbol has a whole window, right behind it, by the feature set `spec` (the
+      configuration's): as if the scoring source answered every tick at once.
+    The journal's ModelsLoaded and ModelFailed give way to this replay's own; a model that fails here is a
+    ModelFailed here, once, and is not asked again."""
+
+    def __init__(self, runner: ModelRunner, models: list[str], keep: int, spec: FeatureSpec) -> None:
         self.recomputer = Recomputer(runner, keep)
-        self.models = models
+        self.models, self.spec = models, spec
         self.fingerprint = self.recomputer.prepare()
         self.scored: tuple[str, int] | None = None  # the last window scored: its symbol and as_of
         self.serving: list[LoadedModel] = []
+        self.every: bool | None = None  # this run: scored at every window (True), where it scored (False)
 
     def on_input(self, seq: int, msg: Input) -> list[Input]:
-        """What the backtest takes in place of the journal's input `msg`."""
+        """What the backtest takes in place of the journal's input `msg`, in order."""
         kind, rec = type(msg), self.recomputer
         if kind in MARKET_DATA_TYPES:
-            rec.observe(seq, msg)  # type: ignore[arg-type]
-        elif kind is RunStarted:
+            data: MarketData = msg  # type: ignore[assignment]
+            out: list[Input] = []
+            if self.every is None:  # the run's market data begins, and no scoring source started before it
+                self.every = True
+                out += self._loaded(ModelsLoaded(ts_event=data.ts_event, ts_init=data.ts_init, device="", fingerprint={},
+                                                 determinism={}, feature_spec=msgspec.json.encode(self.spec),
+                                                 models=[]))
+            rec.observe(seq, data)
+            out.append(data)
+            if self.every:
+                out += self._score(data.symbol, seq, data.ts_event, data.ts_init)
+            return out
+        if kind is RunStarted:
             rec.run_started()
+            self.every = None
         elif kind is ModelsLoaded:
+            if self.every is None:
+                self.every = False
             return self._loaded(msg)  # type: ignore[arg-type]
         elif kind is ModelFailed:
             return []
         elif kind is ModelScored:
-            return self._rescored(msg)  # type: ignore[arg-type]
+            score: ModelScored = msg  # type: ignore[assignment]
+            if self.every or self.scored == (score.symbol, score.as_of):
+                return []  # scored here already, by every configured model
+            self.scored = (score.symbol, score.as_of)
+            return self._score(score.symbol, score.as_of, score.ts_event, score.ts_init)
         return [msg]
 
     def _loaded(self, msg: ModelsLoaded) -> list[Input]:
@@ -536,25 +563,23 @@ class Rescore:
                 events.append(ModelFailed(ts_event=msg.ts_event, ts_init=msg.ts_init, model_id=model_id,
                                           what="load", reason=str(e)))
         loaded = msgspec.structs.replace(msg, device=self.recomputer.runner.device, fingerprint=self.fingerprint,
-                                         models=self.serving, failed=failed)
+                                         determinism={}, models=self.serving, failed=failed)
         return [loaded, *events]
 
-    def _rescored(self, score: ModelScored) -> list[Input]:
-        if self.scored == (score.symbol, score.as_of):
-            return []  # this window is scored already, by every configured model
-        self.scored = (score.symbol, score.as_of)
+    def _score(self, symbol: str, as_of: int, ts_event: int, ts_init: int) -> list[Input]:
         out: list[Input] = []
-        for model in self.serving:
-            window = self.recomputer.window(model, score.symbol, score.as_of)
+        for model in list(self.serving):
+            window = self.recomputer.window(model, symbol, as_of)
             if window is None:
                 continue
             started = time.perf_counter_ns()
             try:
                 forecast = self.recomputer.score(model, window)
             except ModelError as e:
-                out.append(ModelFailed(ts_event=score.ts_event, ts_init=score.ts_init, model_id=model.model_id,
-                                       symbol=score.symbol, what=e.what, reason=str(e)))
+                self.serving.remove(model)
+                out.append(ModelFailed(ts_event=ts_event, ts_init=ts_init, model_id=model.model_id, symbol=symbol,
+                                       what=e.what, reason=str(e)))
                 continue
-            out.append(scored(model, score.symbol, score.as_of, score.ts_event, score.ts_init, window, forecast,
+            out.append(scored(model, symbol, as_of, ts_event, ts_init, window, forecast,
                               time.perf_counter_ns() - started, self.recomputer.runner.input_digest))
         return out

@@ -115,9 +115,44 @@ async def test_a_paper_run_trades_on_scores_and_its_replays_verify_them_identica
     trading = await trading_config(journal, "j", None, None)
     recorded_scores = await bootstrap.backtest(journal, "j", trading)
     rescored = await replay.backtest(journal, "j", trading, bootstrap.simulated_venue,
-                                     bootstrap.DiscardingJournal(), Rescore(TorchRunner(store, "cpu"), [model_id], 4096))
+                                     bootstrap.DiscardingJournal(),
+                                     Rescore(TorchRunner(store, "cpu"), [model_id], 4096, cfg.features))
     assert recorded_scores["orders"] == rescored["orders"] == summary["orders"]
     assert recorded_scores["state_digest"] == rescored["state_digest"]
+
+
+async def test_a_journal_without_scores_is_backtested_on_a_model_scored_at_every_tick(model_store):
+    """A run of ema_cross (no scoring source), backtested with --rescore as the ensemble strategy on the
+    model: every market data input with a whole window is scored in line, right behind it, the same way
+    every time."""
+    store, model_id = model_store
+    plain = config.load(None, env={})
+    journal = MemoryJournalStore()
+    clock = EventClock()
+    ops = Operations(venue=bootstrap.simulated_venue, notifier=Notifier({}))
+    await run_daemon(journal, plain, RunRequest("j", feed(400), clock), FINGERPRINT, ops)
+    cfg = cfg_for(store, [model_id])
+    trading = await trading_config(journal, "j", ["strategy.name=ensemble",
+                                                  f'strategy.ensemble.models=["{model_id}"]',
+                                                  "strategy.ensemble.entry_bps=0.0",
+                                                  "strategy.ensemble.full_bps=0.5"], None)
+
+    async def backtest() -> dict:
+        return await bootstrap.backtest(journal, "j", trading, cfg)
+
+    first, second = await backtest(), await backtest()
+    assert first["orders"] > 0 and first["state_digest"] == second["state_digest"]
+    assert (await bootstrap.backtest(journal, "j", trading))["orders"] == 0  # the journal's own scores: none
+
+    rescore = Rescore(TorchRunner(store, "cpu", batch=4), [model_id], 4096, cfg.features)
+    async with aclosing(journal.read("j")) as pages:
+        fed = [(r.seq, m) async for page in pages for r in page if r.causation is None
+               for m in rescore.on_input(r.seq, r.message)]
+    scores = [(i, m) for i, (_, m) in enumerate(fed) if type(m) is ModelScored]
+    per_symbol = {s: sum(1 for m in feed(400) if m.symbol == s) for s in ("EURUSD", "GBPUSD")}
+    assert len(scores) == sum(n - TRAIN.window + 1 for n in per_symbol.values())
+    assert all(fed[i - 1][0] == m.as_of and fed[i - 1][1].symbol == m.symbol for i, m in scores)  # right behind
+    assert [type(m) for _, m in fed].count(ModelsLoaded) == 1
 
 
 def perturbed(store: LocalModelStore, model_id: str, keep_manifest: bool) -> None:
