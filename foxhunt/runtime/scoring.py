@@ -77,9 +77,10 @@ def _check_together(models: list[LoadedModel]) -> dict[str, str]:
 class Worker:
     """The one thread that makes every call to the model runner, in the order asked (so a model's buffers,
     its CUDA graph and the device are only ever used by one call at a time), and hands each answer back
-    to the event loop with `call_soon_threadsafe`. A round trip costs about 17 µs where
-    `anyio.to_thread.run_sync`'s costs about 76 (docs/benchmarks.md): it is on the path of every score.
-    The daemon runs anyio on asyncio (uvloop), whose loop this answers through."""
+    to the event loop with `call_soon_threadsafe`, its deadline a timer of the loop's. A round trip costs
+    about 25 µs where `anyio.to_thread.run_sync` with a cancel scope costs about 80 (bench/thread_hop.py,
+    docs/benchmarks.md): it is on the path of every score. The daemon runs anyio on asyncio (uvloop), whose
+    loop this answers through."""
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.Future, asyncio.AbstractEventLoop] | None] = (
@@ -94,9 +95,12 @@ class Worker:
             self._thread = threading.Thread(target=self._serve, name="foxhunt-scoring", daemon=True)
             self._thread.start()
         answer = loop.create_future()
+        deadline = loop.call_later(seconds, _expire, answer)  # a timer, not a cancel scope: 30 µs less a call
         self._queue.put((fn, answer, loop))
-        with anyio.fail_after(seconds):
+        try:
             return await answer
+        finally:
+            deadline.cancel()
 
     def _serve(self) -> None:
         while (job := self._queue.get()) is not None:
@@ -115,6 +119,11 @@ class Worker:
         if self._thread is not None:
             self._queue.put(None)
             self._thread = None
+
+
+def _expire(answer: asyncio.Future) -> None:
+    if not answer.done():
+        answer.set_exception(TimeoutError())
 
 
 def _settle(answer: asyncio.Future, result: Any, failed: BaseException | None) -> None:
