@@ -251,45 +251,49 @@ class ScoringService:
             while True:
                 await self._wake.wait()
                 self._wake = anyio.Event()
-                if self.reload_asked:
-                    self.reload_asked = False
-                    for event in await self._load(sorted(self.failed, key=self.wanted_models.index)):
-                        await publisher.send(event)
-                while self.wanted and self.loaded:
-                    for event in await self._score_next():
-                        await publisher.send(event)
+                while self.reload_asked or (self.wanted and self.loaded):
+                    self.in_flight = True  # until its events are on the bus: the run waits for them
+                    try:
+                        if self.reload_asked:
+                            self.reload_asked = False
+                            events = await self._load(sorted(self.failed, key=self.wanted_models.index))
+                        else:
+                            events = await self._score_next()
+                        for event in events:
+                            await publisher.send(event)
+                    finally:
+                        self.in_flight = False
 
     async def _score_next(self) -> list[Input]:
-        """Score the wanted windows of up to `batch` symbols with every model that serves."""
+        """Score the wanted windows of up to `batch` symbols with every model that serves. Every model's
+        windows are taken first, on the loop: rows that come while a model answers are not in them."""
         symbols = list(self.wanted)[: min(m.batch for m in self.loaded.values())]  # the runner's batch shape
         taken = [(s, *self.wanted.pop(s)) for s in symbols]
         events: list[Input] = []
-        self.in_flight = True
-        try:
-            for model in list(self.loaded.values()):
-                windows = np.stack([self.windows.latest(s, model.window) for s in symbols])  # copies, on the loop
-                try:
-                    forecasts, latency = await self._in_worker(
-                        lambda m=model, w=windows: _timed(self.runner.score, m.model_id, w), self.cfg.deadline_ms / 1e3)
-                except ModelError as e:
-                    events.append(self._fail(model, symbols, e.what, str(e)))
-                    continue
-                except TimeoutError:
-                    events.append(self._fail(model, symbols, "deadline",
-                                             f"no answer within deadline_ms={self.cfg.deadline_ms}"))
-                    continue
-                except Exception as e:  # noqa: BLE001 - a model that raises is a failure, not a crash
-                    events.append(self._fail(model, symbols, "error", f"{type(e).__name__}: {e}"))
-                    continue
-                stats = self.stats[model.model_id]
-                stats.calls += 1
-                stats.latencies.append(latency)
-                now = self.clock.now()
-                for i, (symbol, seq, ts_event) in enumerate(taken):
-                    events.append(scored(model, symbol, seq, ts_event, now, windows[i], forecasts[i], latency,
-                                         self.runner.input_digest))
-        finally:
-            self.in_flight = False
+        batches = {m.model_id: np.stack([self.windows.latest(s, m.window) for s in symbols])  # copies
+                   for m in self.loaded.values()}
+        for model in list(self.loaded.values()):
+            windows = batches[model.model_id]
+            try:
+                forecasts, latency = await self._in_worker(
+                    lambda m=model, w=windows: _timed(self.runner.score, m.model_id, w), self.cfg.deadline_ms / 1e3)
+            except ModelError as e:
+                events.append(self._fail(model, symbols, e.what, str(e)))
+                continue
+            except TimeoutError:
+                events.append(self._fail(model, symbols, "deadline",
+                                         f"no answer within deadline_ms={self.cfg.deadline_ms}"))
+                continue
+            except Exception as e:  # noqa: BLE001 - a model that raises is a failure, not a crash
+                events.append(self._fail(model, symbols, "error", f"{type(e).__name__}: {e}"))
+                continue
+            stats = self.stats[model.model_id]
+            stats.calls += 1
+            stats.latencies.append(latency)
+            now = self.clock.now()
+            for i, (symbol, seq, ts_event) in enumerate(taken):
+                events.append(scored(model, symbol, seq, ts_event, now, windows[i], forecasts[i], latency,
+                                     self.runner.input_digest))
         return events
 
     def _fail(self, model: LoadedModel, symbols: list[str], what: str, reason: str) -> ModelFailed:

@@ -10,6 +10,7 @@ import json
 import time
 from contextlib import aclosing
 
+import msgspec
 import numpy as np
 import pytest
 import torch
@@ -342,3 +343,44 @@ def test_the_time_it_takes_is_in_the_event_and_the_status(model_store):
     stats.latencies.extend([1000, 2000, 3000])
     stats.calls = 3
     assert service.status()["models"][model_id]["latency_us"] == {"p50": 2.0, "p99": 3.0, "p99.9": 3.0}
+
+
+class Slow(TorchRunner):
+    """The torch runner, taking 10 ms more for one model's calls."""
+
+    def __init__(self, *args, slow: str, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.slow = slow
+
+    def score(self, model_id, windows):
+        if model_id == self.slow:
+            time.sleep(0.01)
+        return super().score(model_id, windows)
+
+
+@pytest.fixture(scope="module")
+def second_model(model_store, tmp_path_factory) -> str:
+    """Another forecaster in the same store: an attention model on the same data."""
+    store, _ = model_store
+    source = Source(journal="synthetic", first_seq=1, last_seq=3000, events=3000)
+    data = dataset.build(columns_by_symbol(messages(3000, seed=2)), [source], config.Config().features, TRAIN)
+    request = TrainRequest("attention", ["synthetic"], None, None, 3, "cpu", "tiny", False)
+    return train(data, request, config.Config().features, TRAIN, store, tmp_path_factory.mktemp("ckpt")).manifest.model_id
+
+
+async def test_two_models_score_the_same_windows_and_their_weighted_ensemble_verifies(model_store, second_model):
+    """Each model of a window is scored on the rows of that window, whatever came while the first was
+    answering: verify rebuilds every one of them at its as_of."""
+    store, model_id = model_store
+    cfg = cfg_for(store, [model_id, second_model])
+    cfg = msgspec.structs.replace(cfg, strategy=msgspec.structs.replace(
+        cfg.strategy, ensemble=msgspec.structs.replace(cfg.strategy.ensemble, weights=[0.25, 0.75])))
+    slow_first = lambda c: Slow(store, "cpu", c.scoring.batch, slow=model_id)  # noqa: E731 - ticks come meanwhile
+    journal, summary, recorded = await paper_run(cfg, slow_first, n=400)
+    scores = of(ModelScored, recorded)
+    firsts = {(s.symbol, s.as_of) for s in scores if s.model_id == model_id}
+    seconds = {(s.symbol, s.as_of) for s in scores if s.model_id == second_model}
+    assert firsts == seconds and len(firsts) > 50, "both models scored every window taken"
+    assert of(TargetChanged, recorded) and summary["orders"] > 0
+    verified = await verify(journal, TorchRunner(store, "cpu", batch=4))
+    assert verified["scores"].startswith("identical") and verified["scores_recomputed"] == len(scores)
