@@ -114,13 +114,16 @@ class Console:
             "open_orders": len(kernel.orders.open),
             "paused_strategies": sorted(kernel.paused),
             **held_back(kernel),
+            **({} if self.scoring is None else {"models_failed": sorted(self.scoring.failed)}),
         }
 
     def summary_line(self) -> str:
         """The one-line STATUS= for systemd."""
         k, j = self.loop.kernel, self.loop.journal
+        failed = f" models_failed={len(self.scoring.failed)}" if self.scoring is not None and self.scoring.failed else ""
         return (f"{k.state.value} journal={self.journal} seq={j.last_seq} lag={j.last_seq - j.committed_seq} "
-                f"inputs={self.loop.inputs} open_orders={len(k.orders.open)} denials_held_back={k.repeats.held_back}")
+                f"inputs={self.loop.inputs} open_orders={len(k.orders.open)} denials_held_back={k.repeats.held_back}"
+                f"{failed}")
 
     def positions(self) -> list[dict[str, Any]]:
         return [

@@ -45,7 +45,8 @@ from foxhunt.ports import Clock, ModelRunner
 
 log = structlog.get_logger("foxhunt.scoring")
 
-LATENCIES_KEPT = 10_000  # per model, for the percentiles `models` shows
+LATENCIES_KEPT = 10_000
+JOIN_SECONDS = 5.0  # how long a stopping scoring source waits for the call in its thread to end  # per model, for the percentiles `models` shows
 
 
 def scored(model: LoadedModel, symbol: str, as_of: int, ts_event: int, ts_init: int, window: np.ndarray,
@@ -115,9 +116,12 @@ class Worker:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        """The thread ends once the calls asked before are made."""
+        """The thread ends once the calls asked before are made, and is waited for (at most
+        JOIN_SECONDS): a process that exits while torch runs in another thread is aborted by the C++
+        runtime ("terminate called without an active exception", seen when a stop came mid-call)."""
         if self._thread is not None:
             self._queue.put(None)
+            self._thread.join(JOIN_SECONDS)
             self._thread = None
 
 

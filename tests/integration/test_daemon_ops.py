@@ -21,9 +21,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from foxhunt.adapters.models.store import LocalModelStore
 from foxhunt.admin.client import Connection
 from foxhunt.messages import codec
 from tests.integration.test_crash import recovered
+from tests.stored import files
 
 pytestmark = pytest.mark.postgres
 
@@ -259,3 +261,61 @@ async def main(name, upto):
 
 anyio.run(main, *sys.argv[1:])
 """
+
+
+SCORING = """
+[strategy]
+name = "ensemble"
+[strategy.ensemble]
+models = ["{model}"]
+entry_bps = 0.0
+full_bps = 0.5
+[models]
+store = "{store}"
+[scoring]
+device = "cpu"
+"""
+
+
+def test_a_model_missing_at_start_reduces_trading_and_a_resume_loads_it_once_it_is_in_the_store(
+        cli_env, pg_dsn, journal_name, place):
+    """The daemon starts without its model: no crash, trading REDUCING, the operator told (status, models,
+    STATUS=); the model put in the store, an operator's resume loads it, and it scores; the journal holds
+    the failure, the resume and both loads, and verifies with every score recomputed."""
+    notes = Notifications(place / "notify")
+    model_id, stored = files()
+    write_config(place, collar=500)
+    with (place / "foxhunt.toml").open("a") as f:
+        f.write(SCORING.format(model=model_id, store=place / "models"))
+    daemon, log = start(cli_env, place, journal_name, 5)
+    try:
+        ready = notes.wait_for("READY=1", 120, daemon, log)
+        assert "STATUS=REDUCING" in ready and "models_failed=1" in ready
+        status = admin(place, "status")
+        assert status["trading_state"] == "REDUCING" and status["models_failed"] == [model_id]
+        models = admin(place, "models")["models"][model_id]
+        assert models["state"] == "failed" and "no model" in models["reason"] and models["failures"] == 1
+        LocalModelStore(place / "models").put(model_id, stored)
+        assert admin(place, "resume", "--reason", "model restored")["trading_state"] == "ACTIVE"
+        deadline = time.monotonic() + 30
+        while admin(place, "models")["models"][model_id]["calls"] < 20:
+            assert time.monotonic() < deadline, admin(place, "models")
+            time.sleep(0.2)
+        serving = admin(place, "models")["models"][model_id]
+        assert serving["state"] == "serving" and serving["latency_us"]["p50"] > 0
+        assert admin(place, "status")["models_failed"] == []
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(60) == 0, log.read_text()[-3000:]
+    finally:
+        notes.sock.close()
+        if daemon.poll() is None:
+            daemon.kill()
+    kinds = [type(m).__name__ for m in journal_messages(pg_dsn, journal_name)]
+    assert kinds.count("ModelsLoaded") == 2 and kinds.count("ModelFailed") == 1
+    assert kinds.index("ModelFailed") < kinds.index("AdminCommand") < len(kinds) - 1 - kinds[::-1].index("ModelsLoaded")
+    assert kinds.count("ModelScored") >= 20
+    verified = subprocess.run([sys.executable, "-m", "foxhunt", "replay", journal_name, "--verify", "--json",
+                               "--config", str(place / "foxhunt.toml")], env=cli_env, capture_output=True, text=True,
+                              timeout=300)
+    assert verified.returncode == 0, verified.stderr
+    assert json.loads(verified.stdout)["scores"].startswith("identical")
