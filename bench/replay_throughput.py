@@ -1,7 +1,8 @@
 """`foxhunt replay` end to end from PostgreSQL: events per second for --verify and for a backtest.
 
 Records a journal with the paper daemon (synthetic feed, --clock feed) unless it exists, then times
-replay.verify and replay.backtest in this process, `--repeats` times each, interleaved with the raw read
+replay.verify (bare, and as the command runs it: every input also shown to the score check, which loads
+no model for a journal without scores) and replay.backtest in this process, `--repeats` times each, interleaved with the raw read
 path alone (pages fetched and decoded, nothing else) as the reference for how much the kernel costs.
 Uses the embedded cluster in FOXHUNT_STATE_DIR (or the DSN in FOXHUNT_DSN).
 
@@ -49,12 +50,16 @@ async def main_async(args) -> None:
         subprocess.run([sys.executable, "-m", "foxhunt", "run", "--journal", name, "--clock", "feed",
                         "--feed", f"synthetic:seed=7,n={args.events}"], check=True, stdout=subprocess.DEVNULL)
     trading = await trading_config(store, name, None, None)
-    times: dict[str, list[float]] = {"read+decode only": [], "replay --verify": [], "replay (backtest)": []}
+    times: dict[str, list[float]] = {"read+decode only": [], "replay --verify": [],
+                                     "replay --verify (the command's: scores checked too)": [],
+                                     "replay (backtest)": []}
     events = 0
     for _ in range(args.repeats):
         events, seconds = await read_only(store, name)
         times["read+decode only"].append(seconds)
         times["replay --verify"].append((await replay.verify(store, name, trading))["seconds"])
+        times["replay --verify (the command's: scores checked too)"].append(
+            (await bootstrap.verify(store, name, trading, cfg))["seconds"])
         times["replay (backtest)"].append((await bootstrap.backtest(store, name, trading))["seconds"])
     print(f"journal {name}: {events} events, {args.repeats} repeats, medians:")
     for label, values in times.items():
