@@ -127,3 +127,24 @@ def test_every_architecture_serves(tmp_path, arch):
     runner.load(manifest.model_id, SPEC.digest())
     out = runner.score(manifest.model_id, np.random.default_rng(1).normal(size=(2, 8, SPEC.width)).astype(np.float32))
     assert out.shape == (2, 2, 3) and np.isfinite(out).all()
+
+
+def test_out_of_memory_is_a_model_error_that_says_so(tmp_path, device, monkeypatch):
+    """What torch raises when the device's memory is gone, from a call and from a load, is a ModelError
+    whose `what` is out_of_memory (the scoring service journals it as such)."""
+    from foxhunt.adapters.inference import runner as runner_module
+
+    runner, mid = runner_with(tmp_path, device)
+    runner.load(mid, SPEC.digest())
+
+    def exhausted(*_args, **_kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(runner.scorers[mid], "score", exhausted)
+    with pytest.raises(ModelError, match="out of memory") as called:
+        runner.score(mid, windows(1))
+    assert called.value.what == "out_of_memory"
+    monkeypatch.setattr(runner_module, "Scorer", exhausted)
+    with pytest.raises(ModelError, match="out of memory") as loading:
+        runner.load(mid, SPEC.digest())
+    assert loading.value.what == "out_of_memory" and mid not in runner.scorers
