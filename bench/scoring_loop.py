@@ -20,7 +20,7 @@ second, and how many of them were scored (a window scored is the newest of its s
 busy the scores thin out, and on the CPU path a model call also waits for the interpreter's lock, which
 the busy loop holds; at a paced, live rate the tick-to-order run shows the share scored).
 
-    python bench/scoring_loop.py --device cuda --arch mlp [--quotes 20000 --rate 2000]      (on the H200)
+    python bench/scoring_loop.py --device cuda --arch mlp [--quotes 20000 --rate 2000] [--compile]  (the H200)
     .venv/bin/python bench/scoring_loop.py --device cpu --arch mlp --size tiny --throughput   (here)
 """
 
@@ -94,9 +94,11 @@ def stored_model(root: Path, arch: str, size: str, window: int) -> tuple[LocalMo
     return store, manifest.model_id
 
 
-def cfg_for(store: LocalModelStore, strategy: str, models: list[str], device: str, levels: int) -> config.Config:
+def cfg_for(store: LocalModelStore, strategy: str, models: list[str], device: str, levels: int,
+            compile: bool = False) -> config.Config:
     env = {"FOXHUNT_STRATEGY__NAME": strategy, "FOXHUNT_MODELS__STORE": str(store.root),
-           "FOXHUNT_SCORING__DEVICE": device, "FOXHUNT_SCORING__BATCH": "1", "FOXHUNT_SCORING__DEADLINE_MS": "5000"}
+           "FOXHUNT_SCORING__DEVICE": device, "FOXHUNT_SCORING__BATCH": "1", "FOXHUNT_SCORING__DEADLINE_MS": "5000",
+           "FOXHUNT_SCORING__COMPILE": "true" if compile else "false", "FOXHUNT_SCORING__LOAD_DEADLINE_S": "600"}
     if strategy == "ensemble":
         env |= {"FOXHUNT_STRATEGY__ENSEMBLE__MODELS": json.dumps(models), "FOXHUNT_STRATEGY__ENSEMBLE__ENTRY_BPS": "0",
                 "FOXHUNT_STRATEGY__ENSEMBLE__FULL_BPS": "1e-3", "FOXHUNT_STRATEGY__ENSEMBLE__LEVELS": str(levels),
@@ -148,7 +150,7 @@ def percentiles(values_ns: list[int]) -> dict[str, float]:
 
 
 def tick_to_order(args, store: LocalModelStore, mid: str) -> dict:
-    cfg = cfg_for(store, "ensemble", [mid], args.device, args.levels)
+    cfg = cfg_for(store, "ensemble", [mid], args.device, args.levels, args.compile)
     clock = WallClock()
     feed = SyntheticFeed(5, args.quotes, cfg.trading().build_instruments()["EURUSD"], parse_fixed("1.1"), clock)
     summary, records, sent = anyio.run(run, cfg, feed, clock, args.rate, backend_options={"use_uvloop": True})
@@ -200,16 +202,17 @@ def main() -> None:
     p.add_argument("--levels", type=int, default=1_000)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--throughput", action="store_true", help="the throughput rounds instead of tick to order")
+    p.add_argument("--compile", action="store_true", help="[scoring] compile: the forward fused inside the graph")
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store, mid = stored_model(Path(tmp), args.arch, args.size, args.window)
         result = throughput(args, store, mid) if args.throughput else tick_to_order(args, store, mid)
-    result |= {"arch": args.arch, "size": args.size, "window": args.window,
+    result |= {"arch": args.arch, "size": args.size, "window": args.window, "compile": args.compile,
                "device": "cpu" if args.throughput else args.device}
     print(json.dumps(result))
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    name = "scoring_throughput" if args.throughput else f"tick_to_order_{args.arch}"
+    name = "scoring_throughput" if args.throughput else f"tick_to_order_{args.arch}{'_compiled' if args.compile else ''}"
     (Path(args.out) / f"{name}.json").write_text(json.dumps(result, indent=1))
 
 

@@ -221,7 +221,7 @@ def model_runner(cfg: Config, store: str | None = None) -> ModelRunner:
     from foxhunt.adapters.inference.runner import TorchRunner  # torch, for the commands that use models
 
     s = cfg.scoring
-    return TorchRunner(model_store(cfg, store), s.device, s.batch, s.graph, s.threads)
+    return TorchRunner(model_store(cfg, store), s.device, s.batch, s.graph, s.threads, s.compile)
 
 
 def run_request(cfg: Config, journal: str, feed_spec: str | None, clock_name: str | None, on_bad_row: str,

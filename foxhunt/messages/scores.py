@@ -24,6 +24,7 @@ class LoadedModel(msgspec.Struct, frozen=True, kw_only=True):
     feature_digest: str
     batch: int
     graph: bool
+    compiled: bool = False  # its forward fused by torch.compile (on CUDA): verify compiles it the same way
 
 
 class ModelsLoaded(Input, frozen=True, kw_only=True):

@@ -340,6 +340,7 @@ class Recomputer:
         self.models: dict[str, LoadedModel | ModelError] = {}
         self.fingerprint: dict[str, str] = {}
         self.spec: FeatureSpec | None = None
+        self.served: dict[str, LoadedModel] = {}  # how the journal's scoring source served each model
 
     def prepare(self) -> dict[str, str]:
         self.fingerprint, _ = self.runner.prepare()
@@ -353,6 +354,7 @@ class Recomputer:
         if self.windows is None:
             self.spec = msgspec.json.decode(msg.feature_spec, type=FeatureSpec)
             self.windows = FeatureWindows(self.spec, 1, self.keep)
+        self.served.update((m.model_id, m) for m in msg.models)
 
     def observe(self, seq: int, msg: MarketData) -> None:
         if self.windows is not None:
@@ -363,8 +365,10 @@ class Recomputer:
         if model_id not in self.models:
             if self.spec is None:
                 raise ModelError(f"model {model_id}: no ModelsLoaded came before its scores", what="load")
-            try:
-                self.models[model_id] = self.runner.load(model_id, self.spec.digest())
+            served = self.served.get(model_id)
+            try:  # built as the journal's source built it (compiled or not); else as configured here
+                self.models[model_id] = self.runner.load(model_id, self.spec.digest(),
+                                                         served.compiled if served is not None else None)
             except ModelError as e:
                 self.models[model_id] = e
         found = self.models[model_id]

@@ -51,12 +51,19 @@ def test_prepare_names_the_device_and_the_switches_before_any_load(tmp_path, dev
     assert switches["deterministic_algorithms"] == "on" and switches["tf32"] == "off"
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # torch.compile's,
+@pytest.mark.filterwarnings("ignore:TensorFloat32 tensor cores:UserWarning")  # on CUDA (TF32 is off on purpose)
 def test_a_loaded_model_describes_what_it_reads_and_writes(tmp_path, device):
     runner, mid = runner_with(tmp_path, device)
     info = runner.load(mid, SPEC.digest())
     assert info.model_id == mid and len(info.parameter_sha256) == 64 and info.arch == "mlp"
     assert (info.window, info.features, info.horizons, info.quantiles) == (4, SPEC.width, [1, 4], [0.5])
     assert info.feature_digest == SPEC.digest() and info.batch == 4 and info.graph == (device == "cuda")
+    assert not info.compiled
+    fused = TorchRunner(runner.store, device, batch=4, compile=True)
+    fused.prepare()
+    assert fused.load(mid, SPEC.digest()).compiled == (device == "cuda")  # the CPU always runs eagerly
+    assert not fused.load(mid, SPEC.digest(), compiled=False).compiled  # as a journal says it was served
 
 
 def test_a_row_s_forecast_is_its_own_and_the_same_every_call(tmp_path, device):

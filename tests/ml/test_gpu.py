@@ -101,3 +101,22 @@ def test_two_processes_give_identical_scores_on_the_gpu(model_store):
     runs = [subprocess.run([sys.executable, "-c", code, str(store.root), model_id], capture_output=True, text=True,
                            check=True).stdout.strip() for _ in range(2)]
     assert len(runs[0]) == 64 and runs[0] == runs[1]
+
+
+# what torch.compile warns of on its way (torch 2.11): deprecations inside torch, and TF32 left off on
+# purpose (models/determinism.py)
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:TensorFloat32 tensor cores:UserWarning")
+async def test_a_journal_scored_by_compiled_models_verifies_identical_by_models_compiled_the_same_way(model_store):
+    """[scoring] compile: the models' forwards fused by torch.compile inside the scorer's graph. The journal
+    says so (LoadedModel.compiled), and verify compiles them the same way whatever its own configuration."""
+    from foxhunt.adapters.inference.runner import TorchRunner
+    from foxhunt.messages.scores import ModelScored, ModelsLoaded
+    from tests.ml.test_scoring import cfg_for, of, paper_run, verify
+
+    store, model_id = model_store
+    journal, summary, recorded = await paper_run(cfg_for(store, [model_id], device="cuda", compile="true"), n=300)
+    loaded = of(ModelsLoaded, recorded)[0]
+    assert loaded.models[0].compiled and loaded.models[0].graph and of(ModelScored, recorded)
+    again = await verify(journal, TorchRunner(store, "cuda", batch=4, compile=False))
+    assert again["scores"].startswith("identical") and again["state_digest"] == summary["state_digest"]

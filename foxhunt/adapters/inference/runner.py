@@ -28,11 +28,11 @@ def resolve_device(name: str) -> torch.device:
 
 class TorchRunner(ModelRunner):
     def __init__(self, store: ModelStore, device: str = "auto", batch: int = 1, graph: bool = True,
-                 threads: int = 1) -> None:
+                 threads: int = 1, compile: bool = False) -> None:
         self.store = store
         self.device = device  # as configured until `prepare` resolves it
         self.torch_device = torch.device("cpu")
-        self.batch, self.graph, self.threads = batch, graph, threads
+        self.batch, self.graph, self.threads, self.compile = batch, graph, threads, compile
         self.scorers: dict[str, Scorer] = {}
         self._lock = threading.Lock()  # load and score may come from different worker threads, one at a time
 
@@ -42,13 +42,14 @@ class TorchRunner(ModelRunner):
         self.device = str(self.torch_device)
         return fingerprint(self.torch_device), switches
 
-    def load(self, model_id: str, feature_digest: str) -> LoadedModel:
+    def load(self, model_id: str, feature_digest: str, compiled: bool | None = None) -> LoadedModel:
         with self._lock:
             self.scorers.pop(model_id, None)
             model, manifest = open_model(self.store, model_id, feature_digest)
             shape = manifest.shape
+            fuse = self.compile if compiled is None else compiled
             try:
-                scorer = Scorer(model, shape.window, shape.features, self.torch_device, self.batch, self.graph)
+                scorer = Scorer(model, shape.window, shape.features, self.torch_device, self.batch, self.graph, fuse)
             except torch.OutOfMemoryError as e:
                 raise ModelError(f"model {model_id}: out of memory on {self.device}: {e}", what="out_of_memory") from e
             except (RuntimeError, ValueError) as e:
@@ -58,7 +59,7 @@ class TorchRunner(ModelRunner):
                 model_id=model_id, parameter_sha256=manifest.parameter_sha256, arch=manifest.arch,
                 window=shape.window, features=shape.features, horizons=list(shape.horizons),
                 quantiles=list(shape.quantiles), feature_digest=manifest.feature_set.digest, batch=self.batch,
-                graph=scorer.graph is not None,
+                graph=scorer.graph is not None, compiled=scorer.compiled,
             )
 
     def score(self, model_id: str, windows: np.ndarray) -> np.ndarray:

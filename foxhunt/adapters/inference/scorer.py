@@ -23,13 +23,19 @@ from foxhunt.ports import ModelRunner
 
 class Scorer:
     def __init__(self, model: nn.Module, window: int, features: int, device: torch.device, batch: int = 1,
-                 graph: bool = True) -> None:
+                 graph: bool = True, compile: bool = False) -> None:
         self.window, self.features, self.batch, self.device = window, features, batch, device
         self.model = model.to(device).eval()
         self.graph: torch.cuda.CUDAGraph | None = None
+        # on CUDA, optionally the model's forward fused by Inductor (torch.compile without its own CUDA
+        # graphs: the scorer's graph captures the fused kernels). Not eager's bits: a journal records it
+        # (LoadedModel.compiled) and verify compiles the same way. On the CPU the model always runs eagerly.
+        self.compiled = compile and device.type == "cuda"
+        self.forward = (torch.compile(self.model.predict, mode="default", dynamic=False) if self.compiled
+                        else self.model.predict)
         shape = (batch, window, features)
         with torch.no_grad():
-            probe = self.model.predict(torch.zeros(shape, device=device))
+            probe = self.forward(torch.zeros(shape, device=device))
         self.out_shape = tuple(probe.shape)
         if device.type == "cuda":
             self.stream = torch.cuda.Stream(device)
@@ -48,11 +54,11 @@ class Scorer:
         """Warm up on the scorer's stream (lazy initialisations, workspace allocations), then capture."""
         with torch.no_grad(), torch.cuda.stream(self.stream):
             for _ in range(3):
-                self.model.predict(self.static_in)
+                self.forward(self.static_in)
             self.stream.synchronize()
             self.graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.graph, stream=self.stream):
-                self.static_out = self.model.predict(self.static_in)
+                self.static_out = self.forward(self.static_in)
         self.stream.synchronize()
 
     def score(self, windows: np.ndarray) -> np.ndarray:
@@ -66,14 +72,14 @@ class Scorer:
         self.in_view[n:] = 0.0
         if self.device.type != "cuda":
             with torch.no_grad():
-                return self.model.predict(self.host_in)[:n].numpy().copy()
+                return self.forward(self.host_in)[:n].numpy().copy()
         with torch.cuda.stream(self.stream):
             self.static_in.copy_(self.host_in, non_blocking=True)
             if self.graph is not None:
                 self.graph.replay()
             else:
                 with torch.no_grad():
-                    self.static_out.copy_(self.model.predict(self.static_in))
+                    self.static_out.copy_(self.forward(self.static_in))
             self.host_out.copy_(self.static_out, non_blocking=True)
         self.stream.synchronize()
         return self.host_out.numpy()[:n].copy()
