@@ -223,6 +223,10 @@ class ScoringService:
         for model_id, why in _check_together(serving).items():
             failures[model_id] = ("load", why)
         for info in loaded:
+            if info.window > self.cfg.keep:
+                failures[info.model_id] = ("load", f"its window of {info.window} rows is more than [scoring] keep"
+                                                   f" ({self.cfg.keep}) rows a symbol")
+        for info in loaded:
             if info.model_id not in failures:
                 self.loaded[info.model_id] = info
                 self.failed.pop(info.model_id, None)
@@ -231,7 +235,6 @@ class ScoringService:
             self.stats[model_id].failures += 1
             self.stats[model_id].last_failure = f"{what}: {why}"
         self.windows.window = max([m.window for m in self.loaded.values()], default=1)
-        self.windows.keep = max(self.windows.keep, self.windows.window)
         return self._loaded_events([m for m in loaded if m.model_id not in failures], failures)
 
     def _loaded_events(self, loaded: list[LoadedModel], failures: dict[str, tuple[str, str]]) -> list[Input]:

@@ -384,3 +384,12 @@ async def test_two_models_score_the_same_windows_and_their_weighted_ensemble_ver
     assert of(TargetChanged, recorded) and summary["orders"] > 0
     verified = await verify(journal, TorchRunner(store, "cpu", batch=4))
     assert verified["scores"].startswith("identical") and verified["scores_recomputed"] == len(scores)
+
+
+async def test_a_model_whose_window_is_longer_than_the_rows_kept_is_refused_at_load(model_store):
+    store, model_id = model_store
+    cfg = cfg_for(store, [model_id], keep=TRAIN.window - 1)
+    service = ScoringService(TorchRunner(store, "cpu"), [model_id], cfg.features, cfg.scoring, EventClock())
+    started = await service.start()
+    assert [type(e) for e in started] == [ModelsLoaded, ModelFailed] and not started[0].models
+    assert f"window of {TRAIN.window} rows is more than [scoring] keep ({TRAIN.window - 1})" in started[1].reason

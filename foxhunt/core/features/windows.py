@@ -4,8 +4,9 @@ input can be taken again.
 
 The rows are those of the incremental pipeline (pipeline.py, bit for bit the batch form's that training
 used), stored as float32 as training stores them, so a window here is byte for byte the sample a model was
-trained and evaluated on. The rows start afresh with each run (`reset`, at every RunStarted): a restarted
-daemon and a replay of its journal build the same windows without reading back what came before.
+trained and evaluated on. The rows start afresh with each run (a new FeatureWindows once the run's scoring
+source has started): a restarted daemon and a replay of its journal build the same windows without reading
+back what came before.
 """
 
 from __future__ import annotations
@@ -39,11 +40,6 @@ class FeatureWindows:
         self.spec, self.window, self.keep = spec, window, keep
         self.pipeline = FeaturePipeline(spec)
         self.symbols: dict[str, _Rows] = {}
-
-    def reset(self) -> None:
-        """Forget every row and every symbol's feature state (a new run)."""
-        self.pipeline = FeaturePipeline(self.spec)
-        self.symbols.clear()
 
     def update(self, seq: int, msg: MarketData) -> bool:
         """Add the row of `msg`, journaled as `seq`; whether the symbol has a whole (longest) window now."""
