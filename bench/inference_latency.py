@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from latency import percentiles  # bench/latency.py
 
 from foxhunt.adapters.inference.scorer import Scorer
 from foxhunt.core.features import FeatureSpec
@@ -51,12 +52,6 @@ class Compiled:
         s.host_out.copy_(out, non_blocking=True)
         torch.cuda.synchronize()
         return s.host_out.numpy()[:1].copy()
-
-
-def percentiles(ns: list[int]) -> dict[str, float]:
-    a = np.array(ns, dtype=np.float64) / 1000.0
-    return {"p50_us": round(float(np.percentile(a, 50)), 1), "p99_us": round(float(np.percentile(a, 99)), 1),
-            "p99.9_us": round(float(np.percentile(a, 99.9)), 1), "calls": len(ns)}
 
 
 def main() -> None:

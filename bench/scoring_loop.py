@@ -43,6 +43,7 @@ import anyio
 import msgspec
 import numpy as np
 import torch
+from latency import percentiles  # bench/latency.py
 
 from foxhunt import bootstrap, config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
@@ -141,12 +142,6 @@ async def run(cfg: config.Config, feed, clock, rate: float | None) -> tuple[dict
     async with aclosing(store.read("j")) as pages:
         records = [r async for page in pages for r in page]
     return summary, records, venues[0].sent
-
-
-def percentiles(values_ns: list[int]) -> dict[str, float]:
-    a = np.array(values_ns, dtype=np.float64) / 1e3
-    return {"p50_us": round(float(np.percentile(a, 50)), 1), "p99_us": round(float(np.percentile(a, 99)), 1),
-            "p99.9_us": round(float(np.percentile(a, 99.9)), 1), "n": int(a.size)}
 
 
 def tick_to_order(args, store: LocalModelStore, mid: str) -> dict:

@@ -13,14 +13,9 @@ import json
 import time
 
 import anyio
-import numpy as np
+from latency import percentiles  # bench/latency.py
 
 from foxhunt.runtime.scoring import Worker
-
-
-def percentiles(ns: list[int]) -> dict[str, float]:
-    a = np.array(ns, dtype=np.float64) / 1e3
-    return {"p50_us": round(float(np.percentile(a, 50)), 1), "p99_us": round(float(np.percentile(a, 99)), 1)}
 
 
 async def main(calls: int) -> None:

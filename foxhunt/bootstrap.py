@@ -251,11 +251,9 @@ def ingest_feed(cfg: Config, file: str, on_bad_row: str) -> Iterable[Input]:
     return feed
 
 
-def paper_operations(telemetry: Telemetry | None = None, cfg: Config | None = None) -> Operations:
-    """The simulated venue and no supervisor: a run inside a test or a benchmark (with `cfg`, the scoring
-    source of a strategy that reads model scores)."""
-    return Operations(venue=simulated_venue, notifier=Notifier({}), telemetry=telemetry,
-                      scoring=scoring(cfg) if cfg is not None else None)
+def paper_operations(telemetry: Telemetry | None = None) -> Operations:
+    """The simulated venue and no supervisor: a run inside a test or a benchmark."""
+    return Operations(venue=simulated_venue, notifier=Notifier({}), telemetry=telemetry)
 
 
 def simulated_venue(kernel: Kernel, trading: TradingConfig, clock: Clock) -> Venue:
