@@ -51,7 +51,7 @@ from foxhunt.messages.orders import (
     SubmitOrder,
     TimeInForce,
 )
-from foxhunt.messages.scores import ModelFailed, ModelScored, ModelsLoaded, ScoreRefused
+from foxhunt.messages.scores import ModelFailed, ModelScored, ModelsLoaded, PolicyActed, ScoreRefused
 from foxhunt.messages.system import (
     AdminCommand,
     ClockHeld,
@@ -204,6 +204,7 @@ class Kernel:
             ModelScored: self._on_score,
             ModelFailed: self._on_model_failed,
             ModelsLoaded: _ignore,
+            PolicyActed: self._on_action,
         }
 
     # --- the one entry point ---------------------------------------------------------------------
@@ -366,6 +367,19 @@ class Kernel:
             return
         for s in self.running:
             s.on_score(score, self.contexts[s.strategy_id])
+
+    def _on_action(self, act: PolicyActed) -> None:
+        """A trading agent's decision reaches the strategies (the agent strategy acts on it), once checked as
+        a score is: one that cannot be used is refused and tightens trading (nothing trades on it)."""
+        problem = action_problem(act, self.instruments)
+        if problem:
+            self._derived.append(ScoreRefused(ts_event=act.ts_event, ts_init=act.ts_init, model_id=act.policy_id,
+                                              symbol=act.symbol, reason=problem))
+            self.change_trading(Cause.BREAKER, act, f"policy {act.policy_id}: action refused: {problem}",
+                                TradingState.REDUCING)
+            return
+        for s in self.running:
+            s.on_action(act, self.contexts[s.strategy_id])
 
     def _on_model_failed(self, msg: ModelFailed) -> None:
         """A model that cannot answer: no new exposure until an operator resumes (runtime/scoring.py reloads
@@ -771,6 +785,16 @@ def score_problem(score: ModelScored, instruments: dict[str, Instrument]) -> str
     for i, x in enumerate(out):
         if type(x) is not float or not math.isfinite(x):
             return f"output {i} is {x!r}, not a finite number"
+    return ""
+
+
+def action_problem(act: PolicyActed, instruments: dict[str, Instrument]) -> str:
+    """What makes a PolicyActed unusable ("" if nothing): an unknown symbol, or a fraction that is not a
+    finite number in [-1, 1]."""
+    if act.symbol not in instruments:
+        return f"{act.symbol!r} is not a configured instrument"
+    if type(act.fraction) is not float or not -1.0 <= act.fraction <= 1.0:
+        return f"fraction {act.fraction!r} is not a number in [-1, 1]"
     return ""
 
 

@@ -20,7 +20,7 @@ from foxhunt.core.orders import Order
 from foxhunt.messages.base import Derived
 from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import CancelOrder, OrderType, Side, SubmitOrder, TimeInForce
-from foxhunt.messages.scores import ModelScored
+from foxhunt.messages.scores import ModelScored, PolicyActed
 from foxhunt.messages.system import TimerFired, TradingState, TradingStateChanged
 
 # What a denial may depend on that a strategy's context sees change: the trading state, the position, the
@@ -56,6 +56,10 @@ class Strategy:
     def on_score(self, score: ModelScored, ctx: StrategyContext) -> None:
         """A model's forecast (messages/scores.py), checked by the kernel: its outputs have the shape its
         horizons and quantiles say, are finite, and its symbol is an instrument."""
+
+    def on_action(self, act: PolicyActed, ctx: StrategyContext) -> None:
+        """A trading agent's decision (messages/scores.py), checked by the kernel: its symbol is an instrument
+        and its fraction a number in [-1, 1]."""
 
     def on_trading_state(self, change: TradingStateChanged, ctx: StrategyContext) -> None:
         """Trading moved to `change.state` (ACTIVE, REDUCING, HALTED) for `change.cause`; called for every

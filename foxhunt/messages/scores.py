@@ -71,9 +71,26 @@ class ModelFailed(Input, frozen=True, kw_only=True):
     reason: str
 
 
+class PolicyActed(Input, frozen=True, kw_only=True):
+    """A trading agent's decision for one symbol (training/rl): the position its policy `policy_id` (weights
+    `parameter_sha256`; "" for a baseline without weights) wants, as a `fraction` of the agent strategy's
+    trade size in [-1, 1] (negative: short), decided on the market data input `as_of` (a sequence number of
+    this journal). `action` is what the policy output, as it output it: the index of a discrete action, or
+    the continuous value before clipping. The agent strategy (core/strategies/agent.py) moves the position
+    towards it through the pre-trade gate, like any strategy's target."""
+
+    policy_id: str
+    parameter_sha256: str = ""
+    symbol: str
+    as_of: int
+    action: float
+    fraction: float
+
+
 class ScoreRefused(Derived, frozen=True, kw_only=True):
-    """A ModelScored the kernel could not use as it stands (outputs of the wrong shape or not finite, an
-    unknown symbol): nothing trades on it, and trading tightens as for a model's failure."""
+    """A ModelScored (or a PolicyActed: `model_id` is then the policy's id) the kernel could not use as it
+    stands (outputs of the wrong shape or not finite, an unknown symbol): nothing trades on it, and trading
+    tightens as for a model's failure."""
 
     model_id: str
     symbol: str

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import msgspec
 
+from foxhunt.core.strategies.agent import Agent
 from foxhunt.core.strategies.ema_cross import EmaCross
 from foxhunt.core.strategies.ensemble import Ensemble
-from foxhunt.core.strategies.params import EmaCrossParams, EnsembleParams, ZScoreParams
+from foxhunt.core.strategies.params import AgentParams, EmaCrossParams, EnsembleParams, ZScoreParams
 from foxhunt.core.strategies.zscore import ZScoreReversion
 from foxhunt.core.strategy import Strategy
 
-STRATEGIES: dict[str, type[Strategy]] = {"ema_cross": EmaCross, "zscore": ZScoreReversion, "ensemble": Ensemble}
+STRATEGIES: dict[str, type[Strategy]] = {
+    "ema_cross": EmaCross, "zscore": ZScoreReversion, "ensemble": Ensemble, "agent": Agent,
+}
 
 
 class StrategyParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -20,6 +23,7 @@ class StrategyParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     ema_cross: EmaCrossParams = EmaCrossParams()
     zscore: ZScoreParams = ZScoreParams()
     ensemble: EnsembleParams = EnsembleParams()
+    agent: AgentParams = AgentParams()
 
     def __post_init__(self) -> None:
         if self.name not in STRATEGIES:

@@ -54,3 +54,15 @@ class EnsembleParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
             raise ValueError(f"ensemble: a model is named twice in {self.models}")
         if self.horizon < 0 or not 0.0 <= self.entry_bps < self.full_bps or self.trade_size <= 0 or self.levels < 1:
             raise ValueError("ensemble needs horizon >= 0, 0 <= entry_bps < full_bps, trade_size > 0 and levels >= 1")
+
+
+class AgentParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The agent strategy (core/strategies/agent.py): trades towards the targets a reinforcement-learning
+    policy's PolicyActed inputs set, each a fraction of `trade_size`."""
+
+    trade_size: Decimal = Decimal("100000")  # the largest position, in units (a fraction of 1 or -1)
+    policy: str = ""  # the policy whose decisions it follows, by id; "": any policy's
+
+    def __post_init__(self) -> None:
+        if self.trade_size <= 0:
+            raise ValueError(f"agent needs trade_size > 0, got {self.trade_size}")
