@@ -1,7 +1,14 @@
 """A seeded quote generator: the default feed, so foxhunt runs with no data files at all.
 
-Only integer draws (`randrange`), never floats: Python's Mersenne Twister gives the same integers on
-every platform, while float helpers like `gauss` go through libm and may differ in the last bit.
+The mid moves by a uniform number of ticks in [-step, step] per quote: a random walk, or with `reversion`
+r > 0 a mean-reverting one (a discrete Ornstein-Uhlenbeck process: each quote also pulls the mid back
+towards the start price by r of the distance, rounded to ticks, so a deviation halves in about
+ln 2 / r quotes). The mean-reverting market has an edge a trading agent can learn (training/rl/); the
+random walk has none.
+
+Only integer draws (`randrange`) and one multiplication by r rounded to an integer, never float helpers:
+Python's Mersenne Twister gives the same integers on every platform, while helpers like `gauss` go
+through libm and may differ in the last bit.
 """
 
 from __future__ import annotations
@@ -27,10 +34,12 @@ class SyntheticFeed:
     clock: Clock
     rate: float | None = None  # quotes per second, paced by the daemon's publisher; on the wall clock,
     # quotes are then stamped with the time they are made, like a live feed's
+    reversion: float = 0.0  # the share of the mid's distance from the start price pulled back per quote
+    step: int = 3  # the most ticks the mid moves by chance per quote
 
     @classmethod
     def from_options(cls, options: dict[str, str], instruments: dict[str, Instrument], clock: Clock):
-        known = {"seed", "n", "symbol", "price", "rate"}
+        known = {"seed", "n", "symbol", "price", "rate", "reversion", "step"}
         if unknown := set(options) - known:
             raise InputError(f"synthetic feed: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
         symbol = options.get("symbol", "EURUSD")
@@ -40,11 +49,15 @@ class SyntheticFeed:
             seed, n = int(options.get("seed", "7")), int(options.get("n", "100000"))
             price = parse_fixed(options.get("price", "1.10000"))
             rate = float(options["rate"]) if "rate" in options else None
+            reversion, step = float(options.get("reversion", "0")), int(options.get("step", "3"))
         except ValueError as e:
             raise InputError(f"synthetic feed: {e}") from e
         if n < 0 or price <= 0 or (rate is not None and not 0 < rate < float("inf")):
             raise InputError("synthetic feed: n must be >= 0, price > 0 and rate a positive number")
-        return cls(seed, n, instruments[symbol], price, clock, rate)
+        if not 0.0 <= reversion < 1.0 or not 0 < step <= 1000:
+            raise InputError(f"synthetic feed: reversion must be in [0, 1) and step in 1..1000, got {reversion}"
+                             f" and {step}")
+        return cls(seed, n, instruments[symbol], price, clock, rate, reversion, step)
 
     def __iter__(self) -> Iterator[QuoteTick]:
         rng = random.Random(self.seed)
@@ -53,14 +66,16 @@ class SyntheticFeed:
         lot = self.instrument.lot_size
         symbol = self.instrument.symbol
         stamp = self.clock.stamp
-        mid = self.start_price - self.start_price % tick
+        mid = centre = self.start_price - self.start_price % tick
+        reversion, step = self.reversion, self.step
         ts = START_NS
         live = self.rate is not None and self.clock.name == "wall"
         for _ in range(self.n):
             ts += randrange(1, 200) * 1_000_000  # 1 to 199 ms apart
             if live:  # paced in real time: a live feed, whose quotes carry the time they arrive
                 ts = self.clock.now()
-            mid = max(mid + randrange(-3, 4) * tick, 10 * tick)
+            pull = round((centre - mid) // tick * reversion) * tick if reversion else 0
+            mid = max(mid + randrange(-step, step + 1) * tick + pull, 10 * tick)
             half = randrange(1, 3) * tick
             yield QuoteTick(
                 ts_event=ts,
