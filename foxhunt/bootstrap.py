@@ -40,6 +40,7 @@ from foxhunt.runtime.recovery import Recovery, VenueFactory, snapshot
 from foxhunt.runtime.scoring import Rescore, ScoreCheck, ScoringService
 
 if TYPE_CHECKING:
+    from foxhunt.training.rl.environment import Engine
     from foxhunt.observability.telemetry import Telemetry
 
 log = structlog.get_logger("foxhunt.bootstrap")
@@ -258,6 +259,16 @@ def paper_operations(telemetry: Telemetry | None = None) -> Operations:
 
 def simulated_venue(kernel: Kernel, trading: TradingConfig, clock: Clock) -> Venue:
     return SimVenue(kernel.instruments, trading.venue, clock)
+
+
+def agent_engine() -> Engine:
+    """How the trading environment builds an episode: the kernel a backtest builds, the simulated venue,
+    and this machine's fingerprint (training/rl/environment.py). gymnasium is imported here, by the
+    commands that train agents, not by every start."""
+    from foxhunt.runtime.recovery import build_kernel
+    from foxhunt.training.rl.environment import Engine
+
+    return Engine(build_kernel, simulated_venue, fingerprint())
 
 
 def wire_logged(venue: VenueFactory, path: Path) -> VenueFactory:

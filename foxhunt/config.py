@@ -28,6 +28,7 @@ from foxhunt.core.strategies import StrategyParams
 from foxhunt.errors import ConfigError
 from foxhunt.messages.base import nanos
 from foxhunt.messages.market import Instrument
+from foxhunt.models.agent_configs import AgentsConfig
 from foxhunt.models.configs import TrainConfig
 
 
@@ -288,6 +289,7 @@ class Config(_Section, frozen=True, kw_only=True):
     train: TrainConfig = TrainConfig()  # how `foxhunt train` trains them (models/configs.py)
     models: ModelsConfig = ModelsConfig()
     scoring: ScoringConfig = ScoringConfig()
+    agents: AgentsConfig = AgentsConfig()  # the trading environment and the agents trained in it
 
     def trading(self) -> TradingConfig:
         return TradingConfig(

@@ -1,0 +1,176 @@
+"""The configurations of the trading environment and of the reinforcement-learning agents that train in it:
+frozen Structs with no torch in them, so that foxhunt.config can hold them (`[agents]`) and a manifest can
+record them.
+
+As with the forecasters, each agent has two presets, `tiny` (CPU tests, seconds) and `production` (the
+GPU), and `[agents.rainbow]` or `[agents.ppo]` change single values of the chosen one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from foxhunt.errors import ConfigError
+
+AGENTS = ("rainbow", "ppo")
+Size = Literal["tiny", "production"]
+
+
+class _Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    def __post_init__(self) -> None:
+        """Counts are positive; rates and fractions in their ranges (the `_RANGES` of each class)."""
+        for name, (low, high) in getattr(self, "_RANGES", {}).items():
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
+
+
+class EnvConfig(_Config, frozen=True, kw_only=True):
+    """The trading environment (training/rl/environment.py). A step is `decision_every` market data events
+    of the symbol; an episode at most `episode_steps` steps, starting at a seeded random event at least
+    `warmup` events in (so the features have their history). The discrete actions are the target positions
+    -1, ..., 0, ..., 1 in `levels` steps each side (fractions of the agent strategy's trade_size); with
+    `continuous` one number in [-1, 1]. The reward is the change in equity (fills at the touch, marks at
+    the mid, commissions charged: spread and fees both count) in basis points of the full position's
+    notional at the first price, less `risk_penalty` times the squared fraction held. The last
+    `held_out_fraction` of the data is kept for evaluation."""
+
+    _RANGES = {"episode_steps": (1, 10**9), "decision_every": (1, 10**6), "levels": (1, 100), "warmup": (0, 10**6),
+               "risk_penalty": (0.0, 1e6), "held_out_fraction": (0.0, 0.9)}
+
+    episode_steps: int = 2000
+    decision_every: int = 1
+    levels: int = 2
+    continuous: bool = False
+    risk_penalty: float = 0.0
+    warmup: int = 64
+    held_out_fraction: float = 0.2
+
+    @property
+    def actions(self) -> int:
+        return 2 * self.levels + 1
+
+
+class RainbowConfig(_Config, frozen=True, kw_only=True):
+    """Rainbow (Hessel et al. 2018, AAAI) with an implicit quantile head (Dabney, Ostrovski, Silver and Munos
+    2018, ICML): dueling streams, noisy linear layers (sigma0), n-step returns, prioritised replay (alpha,
+    beta annealed from beta0 to 1), double-Q targets, the quantile Huber loss (kappa) over `quantiles` x
+    `target_quantiles` sampled fractions, `act_quantiles` to act; `envs` environments step together."""
+
+    _RANGES = {"hidden": (1, 65536), "layers": (1, 16), "embedding": (1, 4096), "quantiles": (1, 1024),
+               "target_quantiles": (1, 1024), "act_quantiles": (1, 1024), "sigma0": (0.0, 10.0),
+               "n_step": (1, 1000), "gamma": (0.0, 1.0), "batch_size": (1, 65536), "buffer": (1, 10**8),
+               "learning_rate": (1e-9, 1.0), "adam_eps": (1e-12, 1.0), "target_every": (1, 10**9),
+               "alpha": (0.0, 1.0), "beta0": (0.0, 1.0), "kappa": (1e-9, 1e6), "learn_start": (0, 10**9),
+               "update_every": (1, 10**6), "envs": (1, 4096), "steps": (1, 10**12), "grad_clip": (1e-9, 1e9),
+               "eval_every": (1, 10**12)}
+
+    hidden: int = 64
+    layers: int = 2
+    embedding: int = 32  # cosine features of a sampled fraction (IQN's n)
+    quantiles: int = 8  # N: fractions sampled for the online network's distribution
+    target_quantiles: int = 8  # N'
+    act_quantiles: int = 16  # K: fractions averaged to act
+    sigma0: float = 0.5
+    n_step: int = 3
+    gamma: float = 0.95
+    batch_size: int = 32
+    buffer: int = 50_000
+    learning_rate: float = 5e-4
+    adam_eps: float = 1.5e-4
+    target_every: int = 500  # updates between copies of the online network into the target network
+    alpha: float = 0.5
+    beta0: float = 0.4
+    kappa: float = 1.0
+    learn_start: int = 1000  # transitions stored before the first update
+    update_every: int = 4  # environment steps (of all envs together) per update
+    envs: int = 8
+    steps: int = 20_000  # environment steps, all envs together
+    grad_clip: float = 10.0
+    eval_every: int = 5_000  # environment steps between evaluations on the held-out range (and checkpoints)
+
+
+class PpoConfig(_Config, frozen=True, kw_only=True):
+    """PPO (Schulman et al. 2017) with generalised advantage estimation (Schulman et al. 2016, lambda), the
+    clipped objective (clip), a clipped value loss (value_clip), an entropy bonus, and a recurrent policy
+    (an LSTM, or a GRU) trained by truncated backpropagation through time over `bptt` steps from the hidden
+    states stored while acting. Each update: `rollout` steps of `envs` environments, `epochs` passes in
+    `minibatches` of whole environment sequences."""
+
+    _RANGES = {"hidden": (1, 65536), "rollout": (1, 10**6), "envs": (1, 4096), "epochs": (1, 1000),
+               "minibatches": (1, 4096), "gamma": (0.0, 1.0), "gae_lambda": (0.0, 1.0), "clip": (0.0, 10.0),
+               "value_clip": (0.0, 1e6), "entropy": (0.0, 100.0), "value_coef": (0.0, 100.0),
+               "learning_rate": (1e-9, 1.0), "grad_clip": (1e-9, 1e9), "bptt": (1, 10**6), "steps": (1, 10**12),
+               "eval_every": (1, 10**12)}
+
+    cell: Literal["lstm", "gru"] = "lstm"
+    hidden: int = 64
+    rollout: int = 128
+    envs: int = 8
+    epochs: int = 4
+    minibatches: int = 4
+    gamma: float = 0.95
+    gae_lambda: float = 0.95
+    clip: float = 0.2
+    value_clip: float = 0.2
+    entropy: float = 0.01
+    value_coef: float = 0.5
+    learning_rate: float = 1e-3
+    grad_clip: float = 0.5
+    bptt: int = 16
+    steps: int = 20_000  # environment steps, all envs together
+    eval_every: int = 5_000
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.rollout % self.bptt:
+            raise ValueError(f"rollout ({self.rollout}) must be a multiple of bptt ({self.bptt})")
+        if self.envs % self.minibatches:
+            raise ValueError(f"envs ({self.envs}) must be a multiple of minibatches ({self.minibatches})")
+
+
+AGENT_CONFIGS: dict[str, type[_Config]] = {"rainbow": RainbowConfig, "ppo": PpoConfig}
+
+PRODUCTION: dict[str, dict[str, Any]] = {
+    "rainbow": {"hidden": 512, "layers": 3, "embedding": 64, "quantiles": 32, "target_quantiles": 32,
+                "act_quantiles": 32, "batch_size": 256, "buffer": 1_000_000, "envs": 64, "steps": 10_000_000,
+                "learning_rate": 1e-4, "target_every": 2000, "learn_start": 20_000, "eval_every": 250_000},
+    "ppo": {"hidden": 256, "envs": 64, "rollout": 256, "minibatches": 8, "bptt": 32, "steps": 10_000_000,
+            "eval_every": 250_000},
+}
+
+
+class AgentsConfig(_Config, frozen=True, kw_only=True):
+    """`[agents]`: the environment, each agent's values over its preset, how often and how long to evaluate,
+    and torch's CPU threads (fixed: a reduction's order may follow their number)."""
+
+    _RANGES = {"eval_episodes": (1, 10**6), "threads": (1, 4096)}
+
+    env: EnvConfig = EnvConfig()
+    rainbow: dict[str, Any] = {}
+    ppo: dict[str, Any] = {}
+    eval_episodes: int = 4
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for agent in AGENTS:
+            values = getattr(self, agent)
+            if unknown := set(values) - set(AGENT_CONFIGS[agent].__struct_fields__):
+                raise ValueError(f"{agent}: unknown setting(s) {sorted(unknown)}; known:"
+                                 f" {list(AGENT_CONFIGS[agent].__struct_fields__)}")
+
+    def agent(self, name: str, size: Size) -> Any:
+        """The agent's configuration: the preset of `size` with this configuration's values over it
+        (ConfigError where it cannot train in the configured environment)."""
+        if name == "rainbow" and self.env.continuous:
+            raise ConfigError("agents.env.continuous: Rainbow chooses among discrete actions; train ppo for a"
+                              " continuous target, or set continuous = false")
+        values = dict(PRODUCTION[name]) if size == "production" else {}
+        values.update(getattr(self, name))
+        try:
+            return msgspec.convert(values, AGENT_CONFIGS[name])
+        except msgspec.ValidationError as e:
+            raise ConfigError(f"agents.{name}, over the {size} preset: {e}") from e
