@@ -1,0 +1,160 @@
+"""Rainbow with an implicit quantile head, trained in the trading environment (models/iqn.py for the
+network and its loss, replay.py for the memory).
+
+Acting: noisy layers explore (no epsilon), new noise for every step of the environments; the action
+maximises the mean of `act_quantiles` sampled fractions. Learning, one update every `update_every`
+environment steps once `learn_start` transitions are stored: a prioritised batch of n-step transitions;
+the online network's quantiles of the taken action at N fractions; the target: the n-step return plus the
+discounted target network's quantiles at N' fractions of the action the online network picks at the next
+observation (double Q, van Hasselt, Guez and Silver 2016); the quantile Huber loss, weighted by the
+importance weights; new priorities from each transition's loss. The target network copies the online one
+every `target_every` updates. All randomness (initial weights, noise, fractions, sampling) comes from
+generators seeded by the run's seed, and the checkpoint holds them.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+
+from foxhunt.models.agent_configs import RainbowConfig
+from foxhunt.models.iqn import QuantileNetwork, pick, quantile_huber_loss
+from foxhunt.training.rl.environment import VectorTradingEnv, observation_scale
+from foxhunt.training.rl.evaluation import Policy
+from foxhunt.training.rl.replay import NStep, PrioritizedReplay
+from foxhunt.training.rl.segments import Progress, Segmented
+
+
+def build(cfg: RainbowConfig, observations: int, actions: int, seed: int) -> QuantileNetwork:
+    """The initial weights, from `seed` alone, drawn on the CPU (every device starts from the same bits)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return QuantileNetwork(cfg, observations, actions)
+
+
+class Greedy:
+    """The trained network as evaluation plays it: noise off, the mean over evenly spaced fractions."""
+
+    def __init__(self, net: QuantileNetwork, device: torch.device) -> None:
+        self.net, self.device = net, device
+        k = net.cfg.act_quantiles
+        self.taus = ((torch.arange(k, dtype=torch.float32) + 0.5) / k).to(device).unsqueeze(0)
+
+    def begin(self) -> None:
+        pass
+
+    def act(self, obs: np.ndarray) -> int:
+        self.net.eval()
+        with torch.no_grad():
+            x = torch.from_numpy(obs).to(self.device).unsqueeze(0)
+            return int(self.net.q_values(x, self.taus).argmax(dim=1).item())
+
+
+class RainbowTrainer(Segmented):
+    def __init__(self, envs: VectorTradingEnv, cfg: RainbowConfig, seed: int, device: torch.device, **segments: Any):
+        super().__init__(cfg.steps, cfg.eval_every, seed=seed, **segments)
+        if envs.core.cfg.continuous:
+            raise ValueError("Rainbow chooses among discrete actions: set agents.env.continuous = false")
+        self.envs, self.cfg, self.device = envs, cfg, device
+        width, actions = envs.core.width, envs.core.cfg.actions
+        self.actions = actions
+        self.online = build(cfg, width, actions, seed)
+        mean, scale = observation_scale(envs.core.market)
+        self.online.obs_mean.copy_(torch.from_numpy(mean))
+        self.online.obs_scale.copy_(torch.from_numpy(scale))
+        self.online.to(device)
+        self.target = copy.deepcopy(self.online)
+        self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
+        self.noise = torch.Generator(device=device).manual_seed(seed)  # noise and sampled fractions
+        self.memory = PrioritizedReplay(cfg.buffer, width, cfg.alpha, seed)
+        self.updates = 0
+        self.debt = 0  # environment steps not yet paid for with an update
+
+    @property
+    def model(self) -> QuantileNetwork:
+        return self.online
+
+    def policy(self) -> Policy:
+        return Greedy(self.online, self.device)
+
+    def _rand(self, *shape: int) -> torch.Tensor:
+        return torch.rand(shape, generator=self.noise, device=self.device)
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        self.online.train()
+        with torch.no_grad():
+            self.online.resample(self.noise)
+            x = torch.from_numpy(obs).to(self.device)
+            q = self.online.q_values(x, self._rand(x.shape[0], self.cfg.act_quantiles))
+            return q.argmax(dim=1).cpu().numpy()
+
+    def train_segment(self, steps: int, seed: int, progress: Progress | None) -> dict[str, float]:
+        cfg, envs = self.cfg, self.envs
+        n = envs.num_envs
+        folds = [NStep(cfg.n_step, cfg.gamma) for _ in range(n)]
+        obs, _ = envs.reset(seed=seed)
+        losses: list[float] = []
+        for _ in range(max(steps // n, 1)):
+            actions = self.act(obs)
+            next_obs, rewards, terminated, truncated, infos = envs.step(actions)
+            final = infos.get("final_obs")
+            for i in range(n):
+                seen = final[i] if final is not None and final[i] is not None else next_obs[i]
+                for t in folds[i].push(obs[i], int(actions[i]), float(rewards[i]), seen, bool(terminated[i]),
+                                       bool(truncated[i])):
+                    self.memory.add(*t)
+            obs = next_obs
+            self.steps += n
+            self.debt += n
+            while self.memory.size >= max(cfg.learn_start, cfg.batch_size) and self.debt >= cfg.update_every:
+                self.debt -= cfg.update_every
+                losses.append(self.update())
+        for i in range(n):  # the segment ends every episode: the steps not yet folded are cut there
+            for t in folds[i].cut(obs[i]):
+                self.memory.add(*t)
+        return {"loss": float(np.mean(losses)) if losses else float("nan"), "updates": float(self.updates)}
+
+    def update(self) -> float:
+        cfg = self.cfg
+        beta = cfg.beta0 + (1.0 - cfg.beta0) * min(1.0, self.steps / cfg.steps)
+        b = self.memory.sample(cfg.batch_size, beta)
+        to = lambda a: torch.from_numpy(a).to(self.device)  # noqa: E731
+        obs, action, reward, next_obs, discount, weight = (to(b.obs), to(b.action), to(b.reward), to(b.next_obs),
+                                                           to(b.discount), to(b.weight))
+        self.online.train()
+        self.target.train()
+        self.online.resample(self.noise)
+        self.target.resample(self.noise)
+        taus = self._rand(cfg.batch_size, cfg.quantiles)
+        z = pick(self.online(obs, taus), action, self.actions)
+        with torch.no_grad():
+            best = self.online.q_values(next_obs, self._rand(cfg.batch_size, cfg.act_quantiles)).argmax(dim=1)
+            z_next = pick(self.target(next_obs, self._rand(cfg.batch_size, cfg.target_quantiles)), best, self.actions)
+            target = reward.unsqueeze(1) + discount.unsqueeze(1) * z_next
+        per_sample = quantile_huber_loss(z, taus, target, cfg.kappa)
+        loss = (weight * per_sample).mean()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.online.parameters(), cfg.grad_clip)
+        self.optimizer.step()
+        self.memory.update(b.index, per_sample.detach().cpu().numpy())
+        self.updates += 1
+        if self.updates % cfg.target_every == 0:
+            self.target.load_state_dict(self.online.state_dict())
+        return float(loss.detach().item())
+
+    def state(self) -> dict[str, Any]:
+        return {"online": self.online.state_dict(), "target": self.target.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "noise": self.noise.get_state(),
+                "memory": self.memory.state(), "updates": self.updates, "debt": self.debt}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.online.load_state_dict(state["online"])
+        self.target.load_state_dict(state["target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.noise.set_state(state["noise"])
+        self.memory.restore(state["memory"])
+        self.updates, self.debt = state["updates"], state["debt"]
