@@ -22,6 +22,7 @@ import structlog
 from foxhunt import bootstrap, config
 from foxhunt.admin import client as admin_client
 from foxhunt.errors import ConfigError, FoxhuntError, VerificationFailed
+from foxhunt.models.agent_configs import AGENTS
 from foxhunt.models.configs import ARCHITECTURES
 from foxhunt.observability import logging as fh_logging
 from foxhunt.runtime.daemon import StartupSignals, run_daemon
@@ -105,9 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
     risk.add_argument("--config", metavar="FILE")
     risk.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
 
-    tr = sub.add_parser("train", parents=[common], help="train a forecaster on the market data of journals")
-    tr.add_argument("model", choices=[*ARCHITECTURES, "ensemble"], metavar="MODEL",
-                    help=f"one of {', '.join(ARCHITECTURES)}, or ensemble (of --members)")
+    tr = sub.add_parser("train", parents=[common],
+                        help="train a forecaster, or a trading agent, on the market data of journals")
+    tr.add_argument("model", choices=[*ARCHITECTURES, "ensemble", *AGENTS], metavar="MODEL",
+                    help=f"a forecaster, one of {', '.join(ARCHITECTURES)}, or ensemble (of --members); or a"
+                         f" trading agent, {' or '.join(AGENTS)} (docs/agents.md)")
     tr.add_argument("--members", type=_model_ids, default=[], metavar="ID,ID,...",
                     help="ensemble: the stored models it combines (weights fitted on the validation range)")
     _data_arguments(tr)
@@ -118,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--out", metavar="STORE", help="a directory or s3://bucket/prefix (default: [models] store)")
     tr.add_argument("--resume", action="store_true", help="go on from this run's last checkpoint, if it has one")
     tr.add_argument("--json", action="store_true", help="print the manifest as one JSON object")
+    tr.add_argument("--symbol", default="EURUSD", help="an agent: the instrument it trades (default EURUSD)")
+    tr.add_argument("--record", metavar="JOURNAL", help="an agent: journal one held-out episode of the trained"
+                    " agent into this new journal (`foxhunt replay JOURNAL --verify` verifies it)")
 
     md = sub.add_parser("models", help="the trained models in the store").add_subparsers(
         dest="action", required=True, metavar="ACTION")
@@ -130,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     md_eval.add_argument("model_id", metavar="ID")
     _data_arguments(md_eval)
     md_eval.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
+    md_eval.add_argument("--symbol", help="an agent: the instrument (default: the one it was trained on)")
     md_rm = md.add_parser("rm", parents=[common, store_arg], help="delete a model from the store")
     md_rm.add_argument("model_id", metavar="ID")
 
@@ -286,6 +293,10 @@ def cmd_risk(args: argparse.Namespace, cfg: config.Config) -> int:
 
 
 def cmd_train(args: argparse.Namespace, cfg: config.Config) -> int:
+    if args.model in AGENTS:
+        return _train_agent(args, cfg)
+    if args.record:
+        raise ConfigError("--record journals an episode of a trading agent (rainbow, ppo); a forecaster has none")
     from foxhunt.training import train  # torch: imported by the commands that need it, not by every start
 
     request = train.TrainRequest(args.model, args.journals, args.start, args.end, args.seed, args.device,
@@ -333,6 +344,58 @@ def cmd_train(args: argparse.Namespace, cfg: config.Config) -> int:
     return EXIT_OK
 
 
+def _train_agent(args: argparse.Namespace, cfg: config.Config) -> int:
+    from foxhunt.training import agents  # torch and gymnasium: imported by the commands that need them
+    from foxhunt.training.rl.environment import check, write
+
+    if args.members:
+        raise ConfigError("--members names an ensemble's members; an agent has none")
+    request = agents.AgentRequest(args.model, args.journals, args.symbol, args.start, args.end, args.seed,
+                                  args.device, args.size, args.resume)
+    agent_cfg = cfg.agents.agent(args.model, args.size)  # a configuration that makes no agent fails before reading
+    trading = agents.agent_trading(cfg)
+    check(trading, args.symbol)  # before any data is read
+    models = bootstrap.model_store(cfg, args.out)
+    dsn = bootstrap.resolve_dsn(cfg)
+
+    async def go():
+        return await agents.load(await bootstrap.open_store(cfg, dsn), request, cfg)
+
+    market = _run_async(go)
+    engine = bootstrap.agent_engine()
+    with _progress(f"training {args.model}", agent_cfg.steps, quiet=args.json) as advance:
+        trained = agents.train(market, request, cfg, models, engine, bootstrap.checkpoint_dir(cfg), advance)
+    m = trained.manifest
+    recorded = None
+    if args.record:
+        net, _ = agents.open_agent(models, m.model_id, None)
+        episode = agents.record_episode(net, m, market.split(cfg.agents.env.held_out_fraction)[1], engine)
+
+        async def keep():
+            return await write(await bootstrap.open_store(cfg, dsn), args.record, episode, agents.agent_trading(cfg))
+
+        recorded = _run_async(keep)
+    if args.json:
+        print(msgspec.json.encode(m).decode())
+        return EXIT_OK
+    lines = agents.summary(m) | {"store": models.location + ("" if trained.stored else " (already there: same weights)")}
+    if recorded is not None:
+        lines["recorded"] = f"journal {args.record}, {recorded} events (foxhunt replay {args.record} --verify)"
+    _print_summary(lines, False)
+    _print_agent_metrics(m.metrics["held_out"], "held-out range")
+    return EXIT_OK
+
+
+def _print_agent_metrics(result: dict[str, dict[str, float]], where: str) -> None:
+    """The agent's and the baselines' metrics, one row per policy."""
+    columns = ["pnl_bp", "sharpe", "turnover", "max_drawdown_bp", "fills", "denials"]
+    print(f"{where}: {next(iter(result.values()))['episodes']:.0f} episodes of"
+          f" {next(iter(result.values()))['steps']:.0f} steps in all")
+    print(f"  {'policy':<14}" + "".join(f"{c:>17}" for c in columns))
+    for name, metrics in result.items():
+        print(f"  {name:<14}" + "".join(f"{metrics[c]:>17.4f}" for c in columns))
+
+
 def cmd_models(args: argparse.Namespace, cfg: config.Config) -> int:
     from foxhunt.adapters.models.opening import open_model  # torch, as train
     from foxhunt.training import train  # torch: imported by the commands that need it, not by every start
@@ -348,13 +411,15 @@ def cmd_models(args: argparse.Namespace, cfg: config.Config) -> int:
         if not ids:
             print(f"no models in {models.location}")
         return EXIT_OK
-    if args.action == "show":
-        _, m = open_model(models, args.model_id, None)
-        print(msgspec.json.format(msgspec.json.encode(m)).decode())
-        return EXIT_OK
     if args.action == "rm":
         train.remove(models, args.model_id)
         print(f"removed {args.model_id} from {models.location}")
+        return EXIT_OK
+    if train.manifest(models, args.model_id).agent is not None:
+        return _agent_models(args, cfg, models)
+    if args.action == "show":
+        _, m = open_model(models, args.model_id, None)
+        print(msgspec.json.format(msgspec.json.encode(m)).decode())
         return EXIT_OK
     model, m = open_model(models, args.model_id, cfg.features.digest())
     data_cfg = train.eval_config(m, cfg.train)
@@ -371,6 +436,31 @@ def cmd_models(args: argparse.Namespace, cfg: config.Config) -> int:
         print(json.dumps(result, sort_keys=True))
     else:
         _print_metrics(result, f"{args.model_id} on {', '.join(args.journals)}")
+    return EXIT_OK
+
+
+def _agent_models(args: argparse.Namespace, cfg: config.Config, models) -> int:
+    """`models show` and `models eval` of a trading agent."""
+    from foxhunt.training import agents  # torch and gymnasium, as train
+
+    if args.action == "show":
+        _, m = agents.open_agent(models, args.model_id, None)
+        print(msgspec.json.format(msgspec.json.encode(m)).decode())
+        return EXIT_OK
+    net, m = agents.open_agent(models, args.model_id, cfg.features.digest())
+    assert m.agent is not None
+    request = agents.AgentRequest(m.arch, args.journals, args.symbol or m.agent.symbol, args.start, args.end,
+                                  m.seed, "cpu", m.size, False)
+    dsn = bootstrap.resolve_dsn(cfg)
+
+    async def go():
+        return await agents.load(await bootstrap.open_store(cfg, dsn), request, cfg)
+
+    result = agents.evaluate(net, m, _run_async(go), bootstrap.agent_engine(), cfg.agents.eval_episodes)
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        _print_agent_metrics(result, f"{args.model_id} on {', '.join(args.journals)}")
     return EXIT_OK
 
 
@@ -441,7 +531,9 @@ def _progress(what: str, total: int, quiet: bool):
         started = time.monotonic()
 
         def advance(step: int, last: dict[str, float]) -> None:
-            loss = f"loss {last['loss']:.4f}" + (f" val {last['validation_loss']:.4f}" if "validation_loss" in last else "")
+            shown = {"loss": "loss", "policy_loss": "policy loss", "validation_loss": "val",
+                     "held_out_pnl_bp": "held-out pnl bp"}
+            loss = " ".join(f"{label} {last[key]:.4f}" for key, label in shown.items() if key in last)
             rate = f"{step / max(time.monotonic() - started, 1e-9):.1f} steps/s"
             bar.update(task, completed=step, loss=loss, rate=rate)
 

@@ -13,9 +13,12 @@ from safetensors.torch import save as save_tensors
 from torch import nn
 
 from foxhunt.errors import ModelError
+from foxhunt.models.agent_configs import AGENT_CONFIGS
 from foxhunt.models.configs import MODEL_CONFIGS, Shape
 from foxhunt.models.ensemble import Ensemble
 from foxhunt.models.forecaster import Forecaster, parameter_hash
+from foxhunt.models.iqn import QuantileNetwork
+from foxhunt.models.recurrent import RecurrentActorCritic
 
 WEIGHTS, MANIFEST = "weights.safetensors", "manifest.json"
 
@@ -27,15 +30,30 @@ class FeatureSetRef(msgspec.Struct, frozen=True, kw_only=True):
     spec: dict[str, Any]
 
 
+class AgentShape(msgspec.Struct, frozen=True, kw_only=True):
+    """What a trading agent reads and does (training/rl/environment.py): observations of `observations`
+    values, `actions` discrete target steps (or one continuous fraction), in the environment `env`
+    (models/agent_configs.py, EnvConfig) on `symbol`, trading through the configuration `trading` (the
+    journaled TradingConfig, as JSON)."""
+
+    observations: int
+    actions: int
+    continuous: bool
+    symbol: str
+    env: dict[str, Any]
+    trading: dict[str, Any]
+
+
 class Manifest(msgspec.Struct, frozen=True, kw_only=True):
-    """What a model is and how it came to be. `parameter_sha256` is models.forecaster.parameter_hash of
-    the weights; `model_id` is the architecture and the hash's first 12 digits."""
+    """What a model is and how it came to be: a forecaster (`shape`) or a trading agent (`agent`).
+    `parameter_sha256` is models.forecaster.parameter_hash of the weights; `model_id` is the architecture
+    and the hash's first 12 digits."""
 
     model_id: str
     arch: str
     size: str
     config: dict[str, Any]
-    shape: Shape
+    shape: Shape | None = None  # a forecaster's (an ensemble's: its members')
     seed: int
     feature_set: FeatureSetRef
     parameter_sha256: str
@@ -45,14 +63,15 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     metrics: dict[str, Any] = {}
     created_at: str = ""
     members: list[dict[str, Any]] = []  # an ensemble's members: model_id and parameter_sha256, in order
+    agent: AgentShape | None = None  # a trading agent's
 
 
 def model_id(arch: str, sha256: str) -> str:
     return f"{arch}-{sha256[:12]}"
 
 
-def pack(model: Forecaster | Ensemble, manifest: Manifest) -> dict[str, bytes]:
-    """A forecaster's weights, or an ensemble's own (its members are models of their own, by id)."""
+def pack(model: nn.Module, manifest: Manifest) -> dict[str, bytes]:
+    """A forecaster's or an agent's weights, or an ensemble's own (its members are models of their own, by id)."""
     state = {"weights": model.weights} if isinstance(model, Ensemble) else model.state_dict()
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in state.items()}
     return {WEIGHTS: save_tensors(tensors), MANIFEST: msgspec.json.format(msgspec.json.encode(manifest))}
@@ -82,8 +101,8 @@ def unpack(files: dict[str, bytes], where: str, feature_digest: str | None = Non
     hash, or (given `feature_digest`, the configured feature set's) were trained on another feature set."""
     manifest = read_manifest(files, where)
     check_features(manifest, where, feature_digest)
-    if manifest.arch not in MODEL_CONFIGS:
-        raise ModelError(f"{where}: unknown architecture {manifest.arch!r}")
+    if manifest.arch not in MODEL_CONFIGS or manifest.shape is None:
+        raise ModelError(f"{where}: unknown forecaster architecture {manifest.arch!r}")
     try:
         tensors = load_tensors(files[WEIGHTS])
         model = Forecaster(manifest.arch, msgspec.convert(manifest.config, MODEL_CONFIGS[manifest.arch]),
@@ -95,6 +114,25 @@ def unpack(files: dict[str, bytes], where: str, feature_digest: str | None = Non
         raise ModelError(f"{where}: its weights cannot be loaded: {e}") from e
     verify(model, manifest, where)
     return model.eval(), manifest
+
+
+def unpack_agent(files: dict[str, bytes], where: str) -> tuple[nn.Module, Manifest]:
+    """A trading agent's network and its manifest, its hash checked (ModelError as for a forecaster)."""
+    manifest = read_manifest(files, where)
+    shape = manifest.agent
+    if manifest.arch not in AGENT_CONFIGS or shape is None:
+        raise ModelError(f"{where}: unknown agent architecture {manifest.arch!r}")
+    try:
+        cfg = msgspec.convert(manifest.config, AGENT_CONFIGS[manifest.arch])
+        net: nn.Module = (QuantileNetwork(cfg, shape.observations, shape.actions) if manifest.arch == "rainbow"
+                          else RecurrentActorCritic(cfg, shape.observations, shape.actions, shape.continuous))
+        net.load_state_dict(load_tensors(files[WEIGHTS]))
+    except KeyError:
+        raise ModelError(f"{where}: no {WEIGHTS}") from None
+    except (SafetensorError, RuntimeError, ValueError, msgspec.ValidationError) as e:
+        raise ModelError(f"{where}: its weights cannot be loaded: {e}") from e
+    verify(net, manifest, where)
+    return net.eval(), manifest
 
 
 def unpack_ensemble(files: dict[str, bytes], where: str, members: list[Forecaster]) -> Ensemble:

@@ -18,6 +18,9 @@ def open_model(models: ModelStore, mid: str, feature_digest: str | None) -> tupl
     files = models.get(mid)
     where = f"model {mid} in {models.location}"
     manifest = read_manifest(files, where)
+    if manifest.agent is not None:
+        raise ModelError(f"{where} is a trading agent ({manifest.arch}), not a forecaster: it acts"
+                         " (`foxhunt models eval`), it does not score")
     if manifest.arch != "ensemble":
         return unpack(files, where, feature_digest)
     check_features(manifest, where, feature_digest)

@@ -1,0 +1,156 @@
+"""`foxhunt train rainbow|ppo` and `foxhunt models eval` of an agent, from the journals to the stored agent:
+read one symbol's market data, keep the last part for evaluation, make torch deterministic, train in the
+trading environment (resuming from the run's checkpoint if asked), compare the agent with the flat,
+buy-and-hold and random policies on the held-out part, and store the weights with their manifest.
+
+An agent trades through the strategy `agent` (core/strategies/agent.py) whatever strategy the daemon is
+configured to run: the rest of the trading configuration (instruments, risk limits, the simulated
+venue's fees) is the configured one, and the manifest records it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import msgspec
+import torch
+from torch import nn
+
+import foxhunt
+from foxhunt.config import Config, TradingConfig
+from foxhunt.errors import ModelError
+from foxhunt.models.agent_configs import EnvConfig
+from foxhunt.models.artifact import AgentShape, FeatureSetRef, Manifest, model_id, pack, read_manifest, unpack_agent
+from foxhunt.models.determinism import fingerprint, make_deterministic
+from foxhunt.models.forecaster import parameter_hash
+from foxhunt.ports import JournalStore, ModelStore
+from foxhunt.training.rl import evaluation, ppo, rainbow
+from foxhunt.training.rl.environment import Engine, Episode, TradingEnv, VectorTradingEnv
+from foxhunt.training.rl.market import Market, read
+from foxhunt.training.rl.segments import Progress
+from foxhunt.training.train import Trained, device
+
+
+class AgentRequest(NamedTuple):
+    agent: str  # rainbow or ppo
+    journals: list[str]
+    symbol: str
+    start_ns: int | None
+    end_ns: int | None
+    seed: int
+    device: str
+    size: str
+    resume: bool
+
+
+def agent_trading(cfg: Config) -> TradingConfig:
+    """The configured trading, with the strategy that trades on an agent's decisions."""
+    strategy = msgspec.structs.replace(cfg.strategy, name="agent")
+    return msgspec.structs.replace(cfg.trading(), strategy=strategy)
+
+
+async def load(store: JournalStore, request: AgentRequest, cfg: Config) -> Market:
+    return await read(store, request.journals, request.symbol, cfg.features, request.start_ns, request.end_ns)
+
+
+def run_key(request: AgentRequest, cfg: Config, market: Market) -> str:
+    """What names a training run's checkpoint: everything that decides its weights."""
+    body = msgspec.json.encode({
+        "agent": request.agent, "size": request.size, "seed": request.seed, "device": request.device,
+        "features": cfg.features.digest(), "agents": cfg.agents, "trading": agent_trading(cfg).digest(),
+        "source": market.source, "events": len(market), "range": [request.start_ns, request.end_ns],
+    }, order="sorted")
+    return hashlib.sha256(body).hexdigest()[:20]
+
+
+def train(market: Market, request: AgentRequest, cfg: Config, models: ModelStore, engine: Engine,
+          checkpoints: Path, progress: Progress | None = None) -> Trained:
+    switches = make_deterministic(cfg.agents.threads)  # before any CUDA work
+    where = device(request.device)
+    trading = agent_trading(cfg)
+    agent_cfg = cfg.agents.agent(request.agent, request.size)  # type: ignore[arg-type]
+    env_cfg = cfg.agents.env
+    train_part, held_out = market.split(env_cfg.held_out_fraction)
+    envs = VectorTradingEnv(train_part, trading, engine, env_cfg, agent_cfg.envs, policy_id=request.agent)
+    judge = TradingEnv(held_out, trading, engine, env_cfg, policy_id=request.agent)
+    trainer_type = rainbow.RainbowTrainer if request.agent == "rainbow" else ppo.PpoTrainer
+    trainer = trainer_type(envs, agent_cfg, request.seed, where, evaluation=judge,
+                           eval_episodes=cfg.agents.eval_episodes,
+                           checkpoint=checkpoints / f"{request.agent}-{run_key(request, cfg, market)}.pt")
+    outcome = trainer.run(progress, resume=request.resume)
+    held = evaluation.compare(judge, policy(outcome.model, env_cfg), cfg.agents.eval_episodes, request.seed)
+    sha = parameter_hash(outcome.model)
+    manifest = Manifest(
+        model_id=model_id(request.agent, sha), arch=request.agent, size=request.size,
+        config=msgspec.to_builtins(agent_cfg), seed=request.seed,
+        feature_set=FeatureSetRef(name=cfg.features.name, version=cfg.features.version,
+                                  digest=cfg.features.digest(), spec=msgspec.to_builtins(cfg.features)),
+        parameter_sha256=sha,
+        training={"journals": [{"journal": name} for name in request.journals], "symbol": request.symbol, "from_ns": request.start_ns,
+                  "to_ns": request.end_ns, "train": train_part.source, "held_out": held_out.source,
+                  "steps": outcome.steps, "resumed_from": outcome.resumed_from, "history": outcome.history},
+        determinism=switches, environment=fingerprint(where) | {"foxhunt": foxhunt.__version__},
+        metrics={"held_out": held}, created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        agent=AgentShape(observations=envs.core.width, actions=env_cfg.actions, continuous=env_cfg.continuous,
+                         symbol=request.symbol, env=msgspec.to_builtins(env_cfg),
+                         trading=msgspec.json.decode(trading.to_json())),
+    )
+    return Trained(manifest, models.put(manifest.model_id, pack(outcome.model, manifest)))
+
+
+def policy(net: nn.Module, env_cfg: EnvConfig) -> evaluation.Policy:
+    """A network as evaluation plays it, greedily, on the CPU."""
+    cpu = torch.device("cpu")
+    net = net.to(cpu)
+    return rainbow.Greedy(net, cpu) if isinstance(net, rainbow.QuantileNetwork) else ppo.Greedy(net, cpu)
+
+
+def open_agent(models: ModelStore, mid: str, feature_digest: str | None) -> tuple[nn.Module, Manifest]:
+    """A stored agent, its hash checked, and its feature set where `feature_digest` is given."""
+    files = models.get(mid)
+    where = f"model {mid} in {models.location}"
+    manifest = read_manifest(files, where)
+    if manifest.agent is None:
+        raise ModelError(f"{where} is a forecaster ({manifest.arch}), not a trading agent")
+    if feature_digest is not None and manifest.feature_set.digest != feature_digest:
+        raise ModelError(f"{where}: trained on feature set {manifest.feature_set.digest[:12]}, but the configured"
+                         f" feature set is {feature_digest[:12]}: configure [features] as its manifest records them")
+    return unpack_agent(files, where)
+
+
+def evaluate(net: nn.Module, manifest: Manifest, market: Market, engine: Engine, episodes: int
+             ) -> dict[str, dict[str, float]]:
+    """The stored agent and the baselines on `market` (all of it), in the environment it was trained in."""
+    assert manifest.agent is not None
+    env_cfg = msgspec.convert(manifest.agent.env, EnvConfig)
+    trading = msgspec.convert(manifest.agent.trading, TradingConfig)
+    judge = TradingEnv(market, trading, engine, env_cfg, policy_id=manifest.model_id)
+    return evaluation.compare(judge, policy(net, env_cfg), episodes, manifest.seed)
+
+
+def record_episode(net: nn.Module, manifest: Manifest, market: Market, engine: Engine) -> Episode:
+    """One episode of the agent on `market`, from its first evaluation start, every record kept: what
+    `foxhunt train --record` and `models eval --record` write into a journal, to verify like any run."""
+    assert manifest.agent is not None
+    env_cfg = msgspec.convert(manifest.agent.env, EnvConfig)
+    trading = msgspec.convert(manifest.agent.trading, TradingConfig)
+    env = TradingEnv(market, trading, engine, env_cfg, policy_id=manifest.model_id, record=True)
+    env.parameter_sha256 = manifest.parameter_sha256
+    player = policy(net, env_cfg)
+    obs, _ = env.reset(options={"start": evaluation.starts(env, 1)[0]})
+    player.begin()
+    while True:
+        obs, _, terminated, truncated, _ = env.step(player.act(obs))
+        if terminated or truncated:
+            assert env.episode is not None
+            return env.episode
+
+
+def summary(m: Manifest) -> dict[str, Any]:
+    """What `foxhunt train` prints of an agent's manifest."""
+    return {"model": m.model_id, "parameters": m.parameter_sha256, "steps": m.training["steps"],
+            "symbol": m.training["symbol"], "held out": m.training["held_out"]}
