@@ -90,6 +90,7 @@ class RainbowConfig(_Config, frozen=True, kw_only=True):
     steps: int = 20_000  # environment steps, all envs together
     grad_clip: float = 10.0
     eval_every: int = 5_000  # environment steps between evaluations on the held-out range (and checkpoints)
+    graph: bool = True  # on CUDA, each update replays a CUDA graph of itself (the same bits as eager)
 
 
 class PpoConfig(_Config, frozen=True, kw_only=True):
@@ -122,6 +123,7 @@ class PpoConfig(_Config, frozen=True, kw_only=True):
     bptt: int = 16
     steps: int = 20_000  # environment steps, all envs together
     eval_every: int = 5_000
+    graph: bool = True  # on CUDA, each minibatch's update replays a CUDA graph of itself (the same bits as eager)
 
     def __post_init__(self) -> None:
         super().__post_init__()

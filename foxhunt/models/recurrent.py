@@ -55,9 +55,11 @@ class RecurrentActorCritic(nn.Module):
         return self.policy(h), self.value(h).squeeze(-1), new
 
     def distribution(self, out: torch.Tensor) -> torch.distributions.Distribution:
+        # validate_args off: the checks read values back to the host, which a CUDA graph cannot capture
         if self.continuous:
-            return torch.distributions.Normal(out.squeeze(-1), self.log_std.exp().expand(out.shape[0]))
-        return torch.distributions.Categorical(logits=out)
+            return torch.distributions.Normal(out.squeeze(-1), self.log_std.exp().expand(out.shape[0]),
+                                              validate_args=False)
+        return torch.distributions.Categorical(logits=out, validate_args=False)
 
     def greedy(self, out: torch.Tensor) -> torch.Tensor:
         """The policy's most likely action: the mean, or the action of the largest logit."""

@@ -178,8 +178,9 @@ def test_sum_tree_sums_and_finds_as_prefix_sums_do():
 def test_prioritised_sampling_is_seeded_and_weighted():
     def draws(seed):
         memory = PrioritizedReplay(64, 3, alpha=1.0, seed=seed)
-        for i in range(64):
-            memory.add(np.full(3, i, np.float32), i % 5, float(i), np.zeros(3, np.float32), 0.9)
+        memory.add([(np.full(3, i, np.float32), i % 5, float(i), np.zeros(3, np.float32), 0.9) for i in range(60)])
+        for i in range(60, 64):
+            memory.add([(np.full(3, i, np.float32), i % 5, float(i), np.zeros(3, np.float32), 0.9)])
         memory.update(np.arange(64), np.where(np.arange(64) == 7, 100.0, 1.0))
         return memory.sample(32, beta=1.0)
     a, b = draws(1), draws(1)
@@ -218,18 +219,19 @@ def test_quantile_huber_loss_is_the_papers_sum_of_means():
 # --- they learn ------------------------------------------------------------------------------------------
 
 
-def trained(kind: str, m: Market, steps: int = 20_000, seed: int = 5, checkpoint: Path | None = None, **over):
+def trained(kind: str, m: Market, steps: int = 20_000, seed: int = 5, checkpoint: Path | None = None,
+            device: str = "cpu", **over):
     make_deterministic(1)
     train, held = m.split(0.25)
     envs = VectorTradingEnv(train, trading_config(), bootstrap.agent_engine(), ENV, 8)
     evaluation = TradingEnv(held, trading_config(), bootstrap.agent_engine(), ENV)
     if kind == "rainbow":
         cfg = msgspec.structs.replace(RainbowConfig(steps=steps, eval_every=steps // 2, learn_start=500), **over)
-        trainer = RainbowTrainer(envs, cfg, seed, torch.device("cpu"), evaluation=evaluation, eval_episodes=4,
+        trainer = RainbowTrainer(envs, cfg, seed, torch.device(device), evaluation=evaluation, eval_episodes=4,
                                  checkpoint=checkpoint)
     else:
         cfg = msgspec.structs.replace(PpoConfig(steps=steps, eval_every=steps // 2), **over)
-        trainer = PpoTrainer(envs, cfg, seed, torch.device("cpu"), evaluation=evaluation, eval_episodes=4,
+        trainer = PpoTrainer(envs, cfg, seed, torch.device(device), evaluation=evaluation, eval_episodes=4,
                              checkpoint=checkpoint)
     return trainer, evaluation
 

@@ -13,6 +13,7 @@ import torch
 
 from foxhunt.models.configs import ARCHITECTURES
 from foxhunt.models.determinism import make_deterministic
+from foxhunt.models.forecaster import parameter_hash
 from tests.ml.test_scoring import model_store  # noqa: F401 - the fixture: a tiny forecaster in a store
 
 pytestmark = pytest.mark.skipif(
@@ -120,3 +121,28 @@ async def test_a_journal_scored_by_compiled_models_verifies_identical_by_models_
     assert loaded.models[0].compiled and loaded.models[0].graph and of(ModelScored, recorded)
     again = await verify(journal, TorchRunner(store, "cuda", batch=4, compile=False))
     assert again["scores"].startswith("identical") and again["state_digest"] == summary["state_digest"]
+
+
+@pytest.mark.parametrize("kind", ["rainbow", "ppo"])
+def test_on_cuda_an_agent_trained_with_graphed_updates_has_the_eager_weights_and_resumes_exactly(kind, tmp_path):
+    from tests.ml.test_agents import EDGE, market, trained
+
+    small = market(12_000, **EDGE)
+    over = {"learn_start": 256} if kind == "rainbow" else {}
+    runs = {}
+    for label, graph in (("graph", True), ("again", True), ("eager", False)):
+        trainer, _ = trained(kind, small, steps=2048, device="cuda", graph=graph, **over)
+        trainer.run()
+        runs[label] = parameter_hash(trainer.model)
+    assert runs["graph"] == runs["again"] == runs["eager"]
+
+    stopped, _ = trained(kind, small, steps=2048, device="cuda", checkpoint=tmp_path / "a.pt", **over)
+
+    def stop(step, record):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        stopped.run(stop)
+    resumed, _ = trained(kind, small, steps=2048, device="cuda", checkpoint=tmp_path / "a.pt", **over)
+    assert resumed.run(resume=True).resumed_from == 1024
+    assert parameter_hash(resumed.model) == runs["graph"]

@@ -21,6 +21,7 @@ from foxhunt.models.agent_configs import PpoConfig
 from foxhunt.models.recurrent import RecurrentActorCritic
 from foxhunt.training.rl.environment import VectorTradingEnv, observation_scale
 from foxhunt.training.rl.evaluation import Policy
+from foxhunt.training.rl.graphed import Step, adam
 from foxhunt.training.rl.segments import Progress, Segmented
 
 
@@ -70,10 +71,23 @@ class PpoTrainer(Segmented):
         self.net.obs_mean.copy_(torch.from_numpy(mean))
         self.net.obs_scale.copy_(torch.from_numpy(scale))
         self.net.to(device)
-        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=cfg.learning_rate, eps=1e-5)
+        self.optimizer = adam(self.net, device, lr=cfg.learning_rate, eps=1e-5)
         self.sampling = torch.Generator(device=device).manual_seed(seed)  # actions drawn while acting
         self.shuffling = torch.Generator().manual_seed(seed)  # the minibatches' environments
         self.updates = 0
+        self.static = self._static(envs.num_envs // cfg.minibatches, core.width)
+        self.learn = Step(self._update, [self.net], self.optimizer, graph=cfg.graph and device.type == "cuda")
+
+    def _static(self, per: int, width: int) -> dict[str, torch.Tensor]:
+        """A minibatch's rollout slices and the update's statistics, at fixed addresses."""
+        cfg, dev = self.cfg, self.device
+        T = cfg.rollout
+        out = {name: torch.zeros(T, per, device=dev) for name in
+               ("starts", "actions", "logp", "values", "rewards", "dones", "advantages", "returns")}
+        out["obs"] = torch.zeros(T, per, width, device=dev)
+        out["states"] = torch.zeros(T // cfg.bptt, per, self.net.parts, cfg.hidden, device=dev)
+        out["stats"] = torch.zeros(3, device=dev)
+        return out
 
     @property
     def model(self) -> RecurrentActorCritic:
@@ -139,50 +153,50 @@ class PpoTrainer(Segmented):
         return b, obs, state, starts
 
     def _learn(self, b: dict[str, torch.Tensor]) -> dict[str, float]:
-        cfg, net = self.cfg, self.net
-        n = self.envs.num_envs
+        cfg, n, s = self.cfg, self.envs.num_envs, self.static
         per = n // cfg.minibatches
-        net.train()
-        totals = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0}
-        count = 0
+        self.net.train()
+        totals = torch.zeros(3, device=self.device)
         for _ in range(cfg.epochs):
             order = torch.randperm(n, generator=self.shuffling).to(self.device)
             for m in range(cfg.minibatches):
                 envs = order[m * per : (m + 1) * per]
-                policy_loss, value_loss, entropy = self._losses(b, envs)
-                loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy * entropy
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
-                self.optimizer.step()
+                for name, whole in b.items():  # every part is [time, env, ...]
+                    s[name].copy_(whole.index_select(1, envs))
+                self.learn()
                 self.updates += 1
-                count += 1
-                for k, v in zip(totals, (policy_loss, value_loss, entropy), strict=True):
-                    totals[k] += float(v.detach().item())
-        return {k: v / count for k, v in totals.items()}
+                totals += s["stats"]
+        count = cfg.epochs * cfg.minibatches
+        return dict(zip(("policy_loss", "value_loss", "entropy"), (totals / count).tolist(), strict=True))
 
-    def _losses(self, b: dict[str, torch.Tensor], envs: torch.Tensor):
-        """The minibatch's losses, its sequences re-run from their stored states, `bptt` steps at a time."""
-        cfg, net = self.cfg, self.net
+    def _update(self) -> None:
+        """One minibatch's update on the static tensors (graphed.Step runs it eagerly or replays its graph):
+        its sequences re-run from their stored states, `bptt` steps at a time."""
+        cfg, net, s = self.cfg, self.net, self.static
         logps, entropies, values = [], [], []
         for c in range(cfg.rollout // cfg.bptt):
-            state = b["states"][c, envs]
+            state = s["states"][c]
             for t in range(c * cfg.bptt, (c + 1) * cfg.bptt):
-                out, value, state = net.step(b["obs"][t, envs], state, b["starts"][t, envs])
+                out, value, state = net.step(s["obs"][t], state, s["starts"][t])
                 dist = net.distribution(out)
-                action = b["actions"][t, envs]
+                action = s["actions"][t]
                 logps.append(dist.log_prob(action if net.continuous else action.long()))
                 entropies.append(dist.entropy())
                 values.append(value)
-        logp, entropy, value = torch.stack(logps), torch.stack(entropies), torch.stack(values)
-        adv = b["advantages"][:, envs]
+        logp, entropy, value = torch.stack(logps), torch.stack(entropies).mean(), torch.stack(values)
+        adv = s["advantages"]
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        ratio = (logp - b["logp"][:, envs]).exp()
+        ratio = (logp - s["logp"]).exp()
         policy_loss = -torch.minimum(ratio * adv, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv).mean()
-        old, returns = b["values"][:, envs], b["returns"][:, envs]
+        old, returns = s["values"], s["returns"]
         clipped = old + (value - old).clamp(-cfg.value_clip, cfg.value_clip)
         value_loss = 0.5 * torch.maximum((value - returns) ** 2, (clipped - returns) ** 2).mean()
-        return policy_loss, value_loss, entropy.mean()
+        loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy * entropy
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
+        self.optimizer.step()
+        s["stats"].copy_(torch.stack((policy_loss, value_loss, entropy)).detach())
 
     def state(self) -> dict[str, Any]:
         return {"net": self.net.state_dict(), "optimizer": self.optimizer.state_dict(),

@@ -24,8 +24,22 @@ from foxhunt.models.agent_configs import RainbowConfig
 from foxhunt.models.iqn import QuantileNetwork, pick, quantile_huber_loss
 from foxhunt.training.rl.environment import VectorTradingEnv, observation_scale
 from foxhunt.training.rl.evaluation import Policy
+from foxhunt.training.rl.graphed import Step, adam
 from foxhunt.training.rl.replay import NStep, PrioritizedReplay
 from foxhunt.training.rl.segments import Progress, Segmented
+
+
+class _Static:
+    """The update's inputs (a batch, the sampled fractions) and outputs, at fixed addresses."""
+
+    def __init__(self, cfg: RainbowConfig, width: int, device: torch.device) -> None:
+        b = cfg.batch_size
+        f = lambda *shape, dtype=torch.float32: torch.zeros(shape, dtype=dtype, device=device)  # noqa: E731
+        self.obs, self.next_obs = f(b, width), f(b, width)
+        self.action = f(b, dtype=torch.int64)
+        self.reward, self.discount, self.weight = f(b), f(b), f(b)
+        self.taus, self.taus_act, self.taus_next = f(b, cfg.quantiles), f(b, cfg.act_quantiles), f(b, cfg.target_quantiles)
+        self.per_sample, self.loss = f(b), f()
 
 
 def build(cfg: RainbowConfig, observations: int, actions: int, seed: int) -> QuantileNetwork:
@@ -67,11 +81,14 @@ class RainbowTrainer(Segmented):
         self.online.obs_scale.copy_(torch.from_numpy(scale))
         self.online.to(device)
         self.target = copy.deepcopy(self.online)
-        self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
+        self.optimizer = adam(self.online, device, lr=cfg.learning_rate, eps=cfg.adam_eps)
         self.noise = torch.Generator(device=device).manual_seed(seed)  # noise and sampled fractions
         self.memory = PrioritizedReplay(cfg.buffer, width, cfg.alpha, seed)
         self.updates = 0
         self.debt = 0  # environment steps not yet paid for with an update
+        self.static = _Static(cfg, width, device)
+        self.learn = Step(self._learn, [self.online, self.target], self.optimizer,
+                         graph=cfg.graph and device.type == "cuda")
 
     @property
     def model(self) -> QuantileNetwork:
@@ -101,11 +118,12 @@ class RainbowTrainer(Segmented):
             actions = self.act(obs)
             next_obs, rewards, terminated, truncated, infos = envs.step(actions)
             final = infos.get("final_obs")
+            done = []
             for i in range(n):
                 seen = final[i] if final is not None and final[i] is not None else next_obs[i]
-                for t in folds[i].push(obs[i], int(actions[i]), float(rewards[i]), seen, bool(terminated[i]),
-                                       bool(truncated[i])):
-                    self.memory.add(*t)
+                done += folds[i].push(obs[i], int(actions[i]), float(rewards[i]), seen, bool(terminated[i]),
+                                      bool(truncated[i]))
+            self.memory.add(done)
             obs = next_obs
             self.steps += n
             self.debt += n
@@ -113,38 +131,48 @@ class RainbowTrainer(Segmented):
                 self.debt -= cfg.update_every
                 losses.append(self.update())
         for i in range(n):  # the segment ends every episode: the steps not yet folded are cut there
-            for t in folds[i].cut(obs[i]):
-                self.memory.add(*t)
+            self.memory.add(folds[i].cut(obs[i]))
         return {"loss": float(np.mean(losses)) if losses else float("nan"), "updates": float(self.updates)}
 
     def update(self) -> float:
-        cfg = self.cfg
+        """One update from a prioritised batch; returns its loss."""
+        cfg, s = self.cfg, self.static
         beta = cfg.beta0 + (1.0 - cfg.beta0) * min(1.0, self.steps / cfg.steps)
         b = self.memory.sample(cfg.batch_size, beta)
-        to = lambda a: torch.from_numpy(a).to(self.device)  # noqa: E731
-        obs, action, reward, next_obs, discount, weight = (to(b.obs), to(b.action), to(b.reward), to(b.next_obs),
-                                                           to(b.discount), to(b.weight))
+        for name in ("obs", "action", "reward", "next_obs", "discount", "weight"):
+            getattr(s, name).copy_(torch.from_numpy(getattr(b, name)))
         self.online.train()
         self.target.train()
         self.online.resample(self.noise)
         self.target.resample(self.noise)
-        taus = self._rand(cfg.batch_size, cfg.quantiles)
-        z = pick(self.online(obs, taus), action, self.actions)
+        s.taus.copy_(self._rand(cfg.batch_size, cfg.quantiles))
+        s.taus_act.copy_(self._rand(cfg.batch_size, cfg.act_quantiles))
+        s.taus_next.copy_(self._rand(cfg.batch_size, cfg.target_quantiles))
+        self.learn()
+        self.memory.update(b.index, s.per_sample.cpu().numpy())
+        self.updates += 1
+        if self.updates % cfg.target_every == 0:
+            with torch.no_grad():
+                for mine, theirs in zip(self.target.parameters(), self.online.parameters(), strict=True):
+                    mine.copy_(theirs)  # in place: a captured graph reads these very tensors
+        return float(s.loss.item())
+
+    def _learn(self) -> None:
+        """The update on the static tensors (graphed.Step runs it eagerly or replays its graph)."""
+        cfg, s = self.cfg, self.static
+        z = pick(self.online(s.obs, s.taus), s.action, self.actions)
         with torch.no_grad():
-            best = self.online.q_values(next_obs, self._rand(cfg.batch_size, cfg.act_quantiles)).argmax(dim=1)
-            z_next = pick(self.target(next_obs, self._rand(cfg.batch_size, cfg.target_quantiles)), best, self.actions)
-            target = reward.unsqueeze(1) + discount.unsqueeze(1) * z_next
-        per_sample = quantile_huber_loss(z, taus, target, cfg.kappa)
-        loss = (weight * per_sample).mean()
+            best = self.online.q_values(s.next_obs, s.taus_act).argmax(dim=1)
+            z_next = pick(self.target(s.next_obs, s.taus_next), best, self.actions)
+            target = s.reward.unsqueeze(1) + s.discount.unsqueeze(1) * z_next
+        per_sample = quantile_huber_loss(z, s.taus, target, cfg.kappa)
+        loss = (s.weight * per_sample).mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.online.parameters(), cfg.grad_clip)
         self.optimizer.step()
-        self.memory.update(b.index, per_sample.detach().cpu().numpy())
-        self.updates += 1
-        if self.updates % cfg.target_every == 0:
-            self.target.load_state_dict(self.online.state_dict())
-        return float(loss.detach().item())
+        s.per_sample.copy_(per_sample.detach())
+        s.loss.copy_(loss.detach())
 
     def state(self) -> dict[str, Any]:
         return {"online": self.online.state_dict(), "target": self.target.state_dict(),

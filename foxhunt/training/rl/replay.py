@@ -83,13 +83,21 @@ class PrioritizedReplay:
         self.max_priority = 1.0
         self.rng = np.random.default_rng(seed)
 
-    def add(self, obs: np.ndarray, action: int, reward: float, next_obs: np.ndarray, discount: float) -> None:
-        i = self.cursor
-        self.obs[i], self.action[i], self.reward[i] = obs, action, reward
-        self.next_obs[i], self.discount[i] = next_obs, discount
-        self.tree.update(np.array([i]), np.array([self.max_priority ** self.alpha]))
-        self.cursor = (i + 1) % self.capacity
-        self.size = min(self.size + 1, self.capacity)
+    def add(self, transitions: list[tuple[np.ndarray, int, float, np.ndarray, float]]) -> None:
+        """Transitions (obs, action, n-step return, next obs, discount), stored in order, with one update
+        of the tree for all of them (a node is the sum of its children whatever the order of the updates)."""
+        k = len(transitions)
+        if not k:
+            return
+        if k > self.capacity:
+            raise ValueError(f"{k} transitions at once in a memory of {self.capacity}")
+        index = (self.cursor + np.arange(k)) % self.capacity
+        obs, action, reward, next_obs, discount = zip(*transitions, strict=True)
+        self.obs[index], self.action[index], self.reward[index] = obs, action, reward
+        self.next_obs[index], self.discount[index] = next_obs, discount
+        self.tree.update(index, np.full(k, self.max_priority ** self.alpha))
+        self.cursor = int((self.cursor + k) % self.capacity)
+        self.size = min(self.size + k, self.capacity)
 
     def sample(self, batch: int, beta: float) -> Batch:
         total = self.tree.total
