@@ -65,7 +65,7 @@ class RainbowConfig(_Config, frozen=True, kw_only=True):
                "learning_rate": (1e-9, 1.0), "adam_eps": (1e-12, 1.0), "target_every": (1, 10**9),
                "alpha": (0.0, 1.0), "beta0": (0.0, 1.0), "kappa": (1e-9, 1e6), "learn_start": (0, 10**9),
                "update_every": (1, 10**6), "envs": (1, 4096), "steps": (1, 10**12), "grad_clip": (1e-9, 1e9),
-               "eval_every": (1, 10**12)}
+               "eval_every": (1, 10**12), "curiosity": (0.0, 1e6)}
 
     hidden: int = 64
     layers: int = 2
@@ -91,6 +91,7 @@ class RainbowConfig(_Config, frozen=True, kw_only=True):
     grad_clip: float = 10.0
     eval_every: int = 5_000  # environment steps between evaluations on the held-out range (and checkpoints)
     graph: bool = True  # on CUDA, each update replays a CUDA graph of itself (the same bits as eager)
+    curiosity: float = 0.0  # the weight of the RND curiosity bonus in the reward (models/rnd.py); 0: none
 
 
 class PpoConfig(_Config, frozen=True, kw_only=True):
@@ -104,7 +105,7 @@ class PpoConfig(_Config, frozen=True, kw_only=True):
                "minibatches": (1, 4096), "gamma": (0.0, 1.0), "gae_lambda": (0.0, 1.0), "clip": (0.0, 10.0),
                "value_clip": (0.0, 1e6), "entropy": (0.0, 100.0), "value_coef": (0.0, 100.0),
                "learning_rate": (1e-9, 1.0), "grad_clip": (1e-9, 1e9), "bptt": (1, 10**6), "steps": (1, 10**12),
-               "eval_every": (1, 10**12)}
+               "eval_every": (1, 10**12), "curiosity": (0.0, 1e6)}
 
     cell: Literal["lstm", "gru"] = "lstm"
     hidden: int = 64
@@ -124,6 +125,7 @@ class PpoConfig(_Config, frozen=True, kw_only=True):
     steps: int = 20_000  # environment steps, all envs together
     eval_every: int = 5_000
     graph: bool = True  # on CUDA, each minibatch's update replays a CUDA graph of itself (the same bits as eager)
+    curiosity: float = 0.0  # the weight of the RND curiosity bonus in the reward (models/rnd.py); 0: none
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -309,3 +309,45 @@ def test_ppo_runs_with_a_gru_and_with_continuous_actions():
         outcome = PpoTrainer(envs, ppo, 1, torch.device("cpu"), evaluation=evaluation, eval_episodes=2,
                              checkpoint=None).run()
         assert outcome.steps == 1024 and np.isfinite(outcome.history[-1]["value_loss"])
+
+
+# --- curiosity ------------------------------------------------------------------------------------------
+
+
+def test_the_curiosity_bonus_falls_for_what_the_predictor_has_learned_and_stays_for_the_new():
+    from foxhunt.training.rl.curiosity import CuriosityBonus
+
+    rng = np.random.default_rng(0)
+    width = 15
+    bonus = CuriosityBonus(width, 32, (np.zeros(width, np.float32), np.ones(width, np.float32)), 1e-2, 1,
+                           torch.device("cpu"))
+    familiar = rng.normal(size=(8, width)).astype(np.float32)
+    first = bonus(familiar).mean()
+    for _ in range(300):
+        later = bonus(familiar).mean()
+    novel = bonus(rng.normal(loc=3.0, size=(8, width)).astype(np.float32)).mean()
+    assert later < 0.2 * first and novel > 5 * later
+
+
+@pytest.mark.parametrize("kind", ["rainbow", "ppo"])
+def test_an_agent_with_curiosity_trains_repeatably_resumes_exactly_and_otherwise_than_without(kind, tmp_path):
+    small = market(12_000, **EDGE)
+    over = {"learn_start": 256} if kind == "rainbow" else {}
+    steps = 1024 if kind == "rainbow" else 2048  # two segments (PPO's of one rollout, 8 x 128 steps)
+    hashes = []
+    for curiosity in (0.5, 0.5, 0.0):
+        trainer, _ = trained(kind, small, steps=steps, curiosity=curiosity, **over)
+        outcome = trainer.run()
+        hashes.append(parameter_hash(trainer.model))
+        assert np.isfinite(outcome.history[-1]["held_out_pnl_bp"])
+    assert hashes[0] == hashes[1] != hashes[2]
+
+    stopped, _ = trained(kind, small, steps=steps, curiosity=0.5, checkpoint=tmp_path / "c.pt", **over)
+
+    def stop(step, record):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        stopped.run(stop)
+    resumed, _ = trained(kind, small, steps=steps, curiosity=0.5, checkpoint=tmp_path / "c.pt", **over)
+    assert resumed.run(resume=True).resumed_from == steps // 2 and parameter_hash(resumed.model) == hashes[0]

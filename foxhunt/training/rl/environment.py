@@ -370,6 +370,15 @@ class VectorTradingEnv(VectorEnv):
         return self.obs.copy(), rewards, terminated, truncated, infos
 
 
+def reached(next_obs: np.ndarray, infos: dict) -> np.ndarray:
+    """What each episode of a vector step reached: its next observation, or, where the episode ended and
+    a new one began in the same step, the observation it ended on."""
+    final = infos.get("final_obs")
+    if final is None:
+        return next_obs
+    return np.stack([f if f is not None else o for f, o in zip(final, next_obs, strict=True)])
+
+
 def observation_scale(market: Market) -> tuple[np.ndarray, np.ndarray]:
     """(mean, scale) an agent normalises observations by: the feature rows' mean and standard deviation
     over `market` (its training data; 1 where a feature never varies), then EXTRA_SCALE's fixed scales."""

@@ -19,7 +19,8 @@ import torch
 
 from foxhunt.models.agent_configs import PpoConfig
 from foxhunt.models.recurrent import RecurrentActorCritic
-from foxhunt.training.rl.environment import VectorTradingEnv, observation_scale
+from foxhunt.training.rl.curiosity import CuriosityBonus
+from foxhunt.training.rl.environment import VectorTradingEnv, observation_scale, reached
 from foxhunt.training.rl.evaluation import Policy
 from foxhunt.training.rl.graphed import Step, adam
 from foxhunt.training.rl.segments import Progress, Segmented
@@ -70,6 +71,8 @@ class PpoTrainer(Segmented):
         mean, scale = observation_scale(core.market)
         self.net.obs_mean.copy_(torch.from_numpy(mean))
         self.net.obs_scale.copy_(torch.from_numpy(scale))
+        self.curiosity = (CuriosityBonus(core.width, cfg.hidden, (mean, scale), cfg.learning_rate, seed, device)
+                          if cfg.curiosity > 0 else None)
         self.net.to(device)
         self.optimizer = adam(self.net, device, lr=cfg.learning_rate, eps=1e-5)
         self.sampling = torch.Generator(device=device).manual_seed(seed)  # actions drawn while acting
@@ -130,6 +133,8 @@ class PpoTrainer(Segmented):
                 sent = action.cpu().numpy()
                 next_obs, rewards, terminated, truncated, infos = self.envs.step(
                     sent[:, None].astype(np.float32) if net.continuous else sent)
+                if self.curiosity is not None:
+                    rewards = rewards + cfg.curiosity * self.curiosity(reached(next_obs, infos))
                 reward = torch.from_numpy(rewards.astype(np.float32)).to(dev)
                 final = infos.get("final_obs")
                 for i in np.flatnonzero(truncated & ~terminated):  # a time limit: the value of where it ended
@@ -201,7 +206,8 @@ class PpoTrainer(Segmented):
     def state(self) -> dict[str, Any]:
         return {"net": self.net.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "sampling": self.sampling.get_state(), "shuffling": self.shuffling.get_state(),
-                "updates": self.updates}
+                "updates": self.updates,
+                **({"curiosity": self.curiosity.state()} if self.curiosity is not None else {})}
 
     def restore(self, state: dict[str, Any]) -> None:
         self.net.load_state_dict(state["net"])
@@ -209,3 +215,5 @@ class PpoTrainer(Segmented):
         self.sampling.set_state(state["sampling"])
         self.shuffling.set_state(state["shuffling"])
         self.updates = state["updates"]
+        if self.curiosity is not None:
+            self.curiosity.restore(state["curiosity"])

@@ -22,7 +22,8 @@ import torch
 
 from foxhunt.models.agent_configs import RainbowConfig
 from foxhunt.models.iqn import QuantileNetwork, pick, quantile_huber_loss
-from foxhunt.training.rl.environment import VectorTradingEnv, observation_scale
+from foxhunt.training.rl.curiosity import CuriosityBonus
+from foxhunt.training.rl.environment import VectorTradingEnv, observation_scale, reached
 from foxhunt.training.rl.evaluation import Policy
 from foxhunt.training.rl.graphed import Step, adam
 from foxhunt.training.rl.replay import NStep, PrioritizedReplay
@@ -79,6 +80,8 @@ class RainbowTrainer(Segmented):
         mean, scale = observation_scale(envs.core.market)
         self.online.obs_mean.copy_(torch.from_numpy(mean))
         self.online.obs_scale.copy_(torch.from_numpy(scale))
+        self.curiosity = (CuriosityBonus(width, cfg.hidden, (mean, scale), cfg.learning_rate, seed, device)
+                          if cfg.curiosity > 0 else None)
         self.online.to(device)
         self.target = copy.deepcopy(self.online)
         self.optimizer = adam(self.online, device, lr=cfg.learning_rate, eps=cfg.adam_eps)
@@ -117,11 +120,12 @@ class RainbowTrainer(Segmented):
         for _ in range(max(steps // n, 1)):
             actions = self.act(obs)
             next_obs, rewards, terminated, truncated, infos = envs.step(actions)
-            final = infos.get("final_obs")
+            seen = reached(next_obs, infos)
+            if self.curiosity is not None:
+                rewards = rewards + cfg.curiosity * self.curiosity(seen)
             done = []
             for i in range(n):
-                seen = final[i] if final is not None and final[i] is not None else next_obs[i]
-                done += folds[i].push(obs[i], int(actions[i]), float(rewards[i]), seen, bool(terminated[i]),
+                done += folds[i].push(obs[i], int(actions[i]), float(rewards[i]), seen[i], bool(terminated[i]),
                                       bool(truncated[i]))
             self.memory.add(done)
             obs = next_obs
@@ -177,7 +181,8 @@ class RainbowTrainer(Segmented):
     def state(self) -> dict[str, Any]:
         return {"online": self.online.state_dict(), "target": self.target.state_dict(),
                 "optimizer": self.optimizer.state_dict(), "noise": self.noise.get_state(),
-                "memory": self.memory.state(), "updates": self.updates, "debt": self.debt}
+                "memory": self.memory.state(), "updates": self.updates, "debt": self.debt,
+                **({"curiosity": self.curiosity.state()} if self.curiosity is not None else {})}
 
     def restore(self, state: dict[str, Any]) -> None:
         self.online.load_state_dict(state["online"])
@@ -186,3 +191,5 @@ class RainbowTrainer(Segmented):
         self.noise.set_state(state["noise"])
         self.memory.restore(state["memory"])
         self.updates, self.debt = state["updates"], state["debt"]
+        if self.curiosity is not None:
+            self.curiosity.restore(state["curiosity"])
