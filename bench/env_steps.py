@@ -51,16 +51,20 @@ def actions(policy: str, n: int, shape: tuple[int, ...] = ()) -> np.ndarray:
     return drawn if policy == "random" else np.repeat(drawn[::10], 10, axis=0)[:n]
 
 
-def foxhunt_single(trading, market, policy: str, steps: int) -> float:
-    env = TradingEnv(market, trading, bootstrap.agent_engine(), EnvConfig(episode_steps=10_000))
+def steps_per_second(env, acts: list) -> float:
+    """One Gymnasium environment through `acts`, starting again where an episode ends."""
     env.reset(seed=1)
-    acts = actions(policy, steps).tolist()
     started = time.perf_counter()
     for a in acts:
         _, _, terminated, truncated, _ = env.step(a)
         if terminated or truncated:
             env.reset()
-    return steps / (time.perf_counter() - started)
+    return len(acts) / (time.perf_counter() - started)
+
+
+def foxhunt_single(trading, market, policy: str, steps: int) -> float:
+    env = TradingEnv(market, trading, bootstrap.agent_engine(), EnvConfig(episode_steps=10_000))
+    return steps_per_second(env, actions(policy, steps).tolist())
 
 
 def foxhunt_vector(trading, market, policy: str, steps: int, envs: int) -> float:
@@ -80,14 +84,8 @@ def anytrading(market, policy: str, steps: int) -> float:
     mids = np.array([(q.bid + q.ask) / 2e9 for q in market.data])
     frame = pd.DataFrame({"Close": mids})
     env = ForexEnv(frame, window_size=10, frame_bound=(10, len(mids)))
-    env.reset(seed=1)
-    acts = (actions(policy, steps) % 2 if policy != "hold" else np.ones(steps, dtype=np.int64)).tolist()
-    started = time.perf_counter()
-    for a in acts:
-        _, _, terminated, truncated, _ = env.step(a)
-        if terminated or truncated:
-            env.reset()
-    return steps / (time.perf_counter() - started)
+    acts = actions(policy, steps) % 2 if policy != "hold" else np.ones(steps, dtype=np.int64)
+    return steps_per_second(env, acts.tolist())
 
 
 def main() -> None:

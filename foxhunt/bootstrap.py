@@ -262,13 +262,13 @@ def simulated_venue(kernel: Kernel, trading: TradingConfig, clock: Clock) -> Ven
 
 
 def agent_engine() -> Engine:
-    """How the trading environment builds an episode: the kernel a backtest builds, the simulated venue,
-    and this machine's fingerprint (training/rl/environment.py). gymnasium is imported here, by the
+    """How the trading environment builds an episode: the kernel, the simulated venue and the event clock a
+    backtest builds, and this machine's fingerprint (training/rl/environment.py). gymnasium is imported here, by the
     commands that train agents, not by every start."""
     from foxhunt.runtime.recovery import build_kernel
     from foxhunt.training.rl.environment import Engine
 
-    return Engine(build_kernel, simulated_venue, fingerprint())
+    return Engine(build_kernel, simulated_venue, EventClock, fingerprint())
 
 
 def wire_logged(venue: VenueFactory, path: Path) -> VenueFactory:

@@ -286,11 +286,12 @@ def test_same_seed_same_weights_in_one_process_and_in_two_and_resume_equals_unin
     checkpoint = tmp_path / f"{kind}.pt"
     stopped, _ = trained(kind, small, steps=2048, checkpoint=checkpoint, **over)
 
-    def stop_after_the_first_segment(step, record):
-        raise KeyboardInterrupt
+    def stop_inside_the_second_segment(step, record):  # Ctrl-C: the second segment's work is lost
+        if step > 1024:
+            raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        stopped.run(stop_after_the_first_segment)
+        stopped.run(stop_inside_the_second_segment)
     resumed, _ = trained(kind, small, steps=2048, checkpoint=checkpoint, **over)
     outcome = resumed.run(resume=True)
     assert outcome.resumed_from == 1024
@@ -345,7 +346,8 @@ def test_an_agent_with_curiosity_trains_repeatably_resumes_exactly_and_otherwise
     stopped, _ = trained(kind, small, steps=steps, curiosity=0.5, checkpoint=tmp_path / "c.pt", **over)
 
     def stop(step, record):
-        raise KeyboardInterrupt
+        if step > steps // 2:
+            raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         stopped.run(stop)

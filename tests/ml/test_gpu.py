@@ -138,8 +138,9 @@ def test_on_cuda_an_agent_trained_with_graphed_updates_has_the_eager_weights_and
 
     stopped, _ = trained(kind, small, steps=2048, device="cuda", checkpoint=tmp_path / "a.pt", **over)
 
-    def stop(step, record):
-        raise KeyboardInterrupt
+    def stop(step, record):  # inside the second segment
+        if step > 1024:
+            raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         stopped.run(stop)

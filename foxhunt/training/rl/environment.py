@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 import gymnasium as gym
 import numpy as np
@@ -43,7 +43,7 @@ from foxhunt.messages.market import Bar, MarketData, QuoteTick, TradeTick
 from foxhunt.messages.scores import PolicyActed
 from foxhunt.messages.system import RunStarted, TradingState
 from foxhunt.models.agent_configs import EnvConfig
-from foxhunt.ports import JournalStore, Venue
+from foxhunt.ports import Clock, JournalStore, Venue
 from foxhunt.training.rl.market import Market
 
 EXTRA = 4  # observation values after the feature row: position, unrealised PnL, equity, denied
@@ -52,28 +52,22 @@ EXTRA_SCALE = (1.0, 10.0, 100.0, 1.0)
 _HALTED = TradingState.HALTED
 
 
+class MarketClock(Clock, Protocol):
+    """A clock that tells the market's time: the episode moves it to each input's (runtime/clock.py's
+    EventClock, a backtest's clock)."""
+
+    def advance(self, ts: int) -> None: ...
+
+
 class Engine(NamedTuple):
-    """How an episode gets its kernel and its simulated venue, and where it runs (RunStarted's
-    fingerprint): the composition root's choice (bootstrap.agent_engine)."""
+    """How an episode gets its kernel, its simulated venue and its clock (the market's time, as a
+    backtest's), and where it runs (RunStarted's fingerprint): the composition root's choice
+    (bootstrap.agent_engine)."""
 
     kernel: Callable[[TradingConfig], Kernel]
-    venue: Callable[[Kernel, TradingConfig, Any], Venue]
+    venue: Callable[[Kernel, TradingConfig, Clock], Venue]
+    clock: Callable[[], MarketClock]
     fingerprint: dict[str, str]
-
-
-class _Clock:
-    """The episode's clock: the market's time, as a backtest's replay clock is."""
-
-    name = "replay"
-
-    def __init__(self) -> None:
-        self.ns = 0
-
-    def now(self) -> int:
-        return self.ns
-
-    def stamp(self, ts_event: int) -> int:
-        return ts_event
 
 
 def check(trading: TradingConfig, symbol: str) -> None:
@@ -95,7 +89,7 @@ class Episode:
         self.market, self.cfg, self.policy_id = market, cfg, policy_id
         self.symbol = market.symbol
         self.kernel = kernel = engine.kernel(trading)
-        self.clock = _Clock()
+        self.clock = engine.clock()
         self.venue = engine.venue(kernel, trading, self.clock)
         self.records: list[tuple[Message, int | None]] | None = [] if record else None
         self.seq = 0
@@ -108,7 +102,7 @@ class Episode:
         # the full position's notional at the first price, in money nanos: rewards are basis points of it
         inst = kernel.instruments[self.symbol]
         self.notional = max(_price(first) * self.size // 10**9 * inst.multiplier, 1)
-        self.clock.ns = first.ts_init
+        self.clock.advance(first.ts_init)
         self._take(RunStarted(ts_event=first.ts_event, ts_init=first.ts_init, run_id=1, seed=trading.seed,
                               config_digest=trading.digest(), config=trading.to_json(),
                               fingerprint=engine.fingerprint, clock="replay"))
@@ -147,7 +141,7 @@ class Episode:
     def _market(self, msg: MarketData) -> None:
         """Market data: the kernel sees it, the venue matches its resting orders against it, then the
         kernel's commands go to the venue, and the venue's reports through the kernel, in that order."""
-        self.clock.ns = msg.ts_init
+        self.clock.advance(msg.ts_init)
         self.seq += 1
         seq = self.seen_seq = self.seq
         step = self.kernel.handle(seq, msg)

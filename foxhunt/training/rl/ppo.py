@@ -110,6 +110,8 @@ class PpoTrainer(Segmented):
             batch, obs, state, starts = self._rollout(obs, state, starts)
             self.steps += n * cfg.rollout
             stats.append(self._learn(batch))
+            if progress is not None:
+                progress(self.steps, stats[-1])
         return {k: float(np.mean([s[k] for s in stats])) for k in stats[0]} | {"updates": float(self.updates)}
 
     def _rollout(self, obs: torch.Tensor, state: torch.Tensor, starts: torch.Tensor):

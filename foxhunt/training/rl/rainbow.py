@@ -43,6 +43,9 @@ class _Static:
         self.per_sample, self.loss = f(b), f()
 
 
+PROGRESS_EVERY = 1024  # environment steps between the progress bar's updates within a segment
+
+
 def build(cfg: RainbowConfig, observations: int, actions: int, seed: int) -> QuantileNetwork:
     """The initial weights, from `seed` alone, drawn on the CPU (every device starts from the same bits)."""
     with torch.random.fork_rng(devices=[]):
@@ -134,6 +137,8 @@ class RainbowTrainer(Segmented):
             while self.memory.size >= max(cfg.learn_start, cfg.batch_size) and self.debt >= cfg.update_every:
                 self.debt -= cfg.update_every
                 losses.append(self.update())
+            if progress is not None and self.steps % PROGRESS_EVERY < n and losses:
+                progress(self.steps, {"loss": losses[-1]})
         for i in range(n):  # the segment ends every episode: the steps not yet folded are cut there
             self.memory.add(folds[i].cut(obs[i]))
         return {"loss": float(np.mean(losses)) if losses else float("nan"), "updates": float(self.updates)}

@@ -42,6 +42,8 @@ class Segmented:
         self.history: list[dict[str, float]] = []
 
     def train_segment(self, steps: int, seed: int, progress: Progress | None) -> dict[str, float]:
+        """Train `steps` environment steps in fresh episodes seeded by `seed`, telling `progress` now and then
+        (the environment steps so far, the latest losses); return the segment's mean losses."""
         raise NotImplementedError
 
     def policy(self) -> Policy:
