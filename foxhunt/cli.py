@@ -359,12 +359,15 @@ def _train_agent(args: argparse.Namespace, cfg: config.Config) -> int:
     dsn = bootstrap.resolve_dsn(cfg)
 
     async def go():
-        return await agents.load(await bootstrap.open_store(cfg, dsn), request, cfg)
+        store = await bootstrap.open_store(cfg, dsn)
+        market = await agents.market(store, request, cfg)
+        return market, await agents.history(store, request, cfg) if args.model == "iql" else None
 
-    market = _run_async(go)
+    market, transitions = _run_async(go)
     engine = bootstrap.agent_engine()
     with _progress(f"training {args.model}", agent_cfg.steps, quiet=args.json) as advance:
-        trained = agents.train(market, request, cfg, models, engine, bootstrap.checkpoint_dir(cfg), advance)
+        trained = agents.train(market, request, cfg, models, engine, bootstrap.checkpoint_dir(cfg), advance,
+                               transitions)
     m = trained.manifest
     recorded = None
     if args.record:
@@ -454,7 +457,7 @@ def _agent_models(args: argparse.Namespace, cfg: config.Config, models) -> int:
     dsn = bootstrap.resolve_dsn(cfg)
 
     async def go():
-        return await agents.load(await bootstrap.open_store(cfg, dsn), request, cfg)
+        return await agents.market(await bootstrap.open_store(cfg, dsn), request, cfg)
 
     result = agents.evaluate(net, m, _run_async(go), bootstrap.agent_engine(), cfg.agents.eval_episodes)
     if args.json:

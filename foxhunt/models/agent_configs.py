@@ -14,7 +14,7 @@ import msgspec
 
 from foxhunt.errors import ConfigError
 
-AGENTS = ("rainbow", "ppo")
+AGENTS = ("rainbow", "ppo", "iql")
 Size = Literal["tiny", "production"]
 
 
@@ -135,7 +135,32 @@ class PpoConfig(_Config, frozen=True, kw_only=True):
             raise ValueError(f"envs ({self.envs}) must be a multiple of minibatches ({self.minibatches})")
 
 
-AGENT_CONFIGS: dict[str, type[_Config]] = {"rainbow": RainbowConfig, "ppo": PpoConfig}
+class IqlConfig(_Config, frozen=True, kw_only=True):
+    """Implicit Q-learning (Kostrikov, Nair and Levine 2022, ICLR), offline: from the trading journals
+    record, never acting while it learns. `expectile` tau of the value's regression, `temperature` beta of
+    the policy's advantage weights, `polyak` the target Qs' step; `steps` gradient steps of `batch_size`
+    transitions, evaluated every `eval_every` in the environment on the held-out range."""
+
+    _RANGES = {"hidden": (1, 65536), "layers": (1, 16), "expectile": (0.5, 0.999), "temperature": (0.0, 1e3),
+               "gamma": (0.0, 1.0), "polyak": (1e-6, 1.0), "batch_size": (1, 65536),
+               "learning_rate": (1e-9, 1.0), "grad_clip": (1e-9, 1e9), "steps": (1, 10**12),
+               "eval_every": (1, 10**12)}
+
+    hidden: int = 64
+    layers: int = 2
+    expectile: float = 0.7
+    temperature: float = 3.0
+    gamma: float = 0.95
+    polyak: float = 0.005
+    batch_size: int = 256
+    learning_rate: float = 3e-4
+    grad_clip: float = 10.0
+    steps: int = 5_000  # gradient steps
+    eval_every: int = 2_500
+    graph: bool = True  # on CUDA, each update replays a CUDA graph of itself (the same bits as eager)
+
+
+AGENT_CONFIGS: dict[str, type[_Config]] = {"rainbow": RainbowConfig, "ppo": PpoConfig, "iql": IqlConfig}
 
 PRODUCTION: dict[str, dict[str, Any]] = {
     "rainbow": {"hidden": 512, "layers": 3, "embedding": 64, "quantiles": 32, "target_quantiles": 32,
@@ -143,6 +168,7 @@ PRODUCTION: dict[str, dict[str, Any]] = {
                 "learning_rate": 1e-4, "target_every": 2000, "learn_start": 20_000, "eval_every": 250_000},
     "ppo": {"hidden": 256, "envs": 64, "rollout": 256, "minibatches": 8, "bptt": 32, "steps": 10_000_000,
             "eval_every": 250_000},
+    "iql": {"hidden": 512, "layers": 3, "batch_size": 1024, "steps": 1_000_000, "eval_every": 50_000},
 }
 
 
@@ -155,6 +181,7 @@ class AgentsConfig(_Config, frozen=True, kw_only=True):
     env: EnvConfig = EnvConfig()
     rainbow: dict[str, Any] = {}
     ppo: dict[str, Any] = {}
+    iql: dict[str, Any] = {}
     eval_episodes: int = 4
     threads: int = 1
 
@@ -169,8 +196,8 @@ class AgentsConfig(_Config, frozen=True, kw_only=True):
     def agent(self, name: str, size: Size) -> Any:
         """The agent's configuration: the preset of `size` with this configuration's values over it
         (ConfigError where it cannot train in the configured environment)."""
-        if name == "rainbow" and self.env.continuous:
-            raise ConfigError("agents.env.continuous: Rainbow chooses among discrete actions; train ppo for a"
+        if name in ("rainbow", "iql") and self.env.continuous:
+            raise ConfigError(f"agents.env.continuous: {name} chooses among discrete actions; train ppo for a"
                               " continuous target, or set continuous = false")
         values = dict(PRODUCTION[name]) if size == "production" else {}
         values.update(getattr(self, name))

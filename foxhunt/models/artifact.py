@@ -17,6 +17,7 @@ from foxhunt.models.agent_configs import AGENT_CONFIGS
 from foxhunt.models.configs import MODEL_CONFIGS, Shape
 from foxhunt.models.ensemble import Ensemble
 from foxhunt.models.forecaster import Forecaster, parameter_hash
+from foxhunt.models.iql import ImplicitQ
 from foxhunt.models.iqn import QuantileNetwork
 from foxhunt.models.recurrent import RecurrentActorCritic
 
@@ -124,8 +125,13 @@ def unpack_agent(files: dict[str, bytes], where: str) -> tuple[nn.Module, Manife
         raise ModelError(f"{where}: unknown agent architecture {manifest.arch!r}")
     try:
         cfg = msgspec.convert(manifest.config, AGENT_CONFIGS[manifest.arch])
-        net: nn.Module = (QuantileNetwork(cfg, shape.observations, shape.actions) if manifest.arch == "rainbow"
-                          else RecurrentActorCritic(cfg, shape.observations, shape.actions, shape.continuous))
+        net: nn.Module
+        if manifest.arch == "rainbow":
+            net = QuantileNetwork(cfg, shape.observations, shape.actions)
+        elif manifest.arch == "ppo":
+            net = RecurrentActorCritic(cfg, shape.observations, shape.actions, shape.continuous)
+        else:
+            net = ImplicitQ(cfg, shape.observations, shape.actions)
         net.load_state_dict(load_tensors(files[WEIGHTS]))
     except KeyError:
         raise ModelError(f"{where}: no {WEIGHTS}") from None

@@ -1,7 +1,9 @@
-"""`foxhunt train rainbow|ppo` and `foxhunt models eval` of an agent, from the journals to the stored agent:
-read one symbol's market data, keep the last part for evaluation, make torch deterministic, train in the
-trading environment (resuming from the run's checkpoint if asked), compare the agent with the flat,
-buy-and-hold and random policies on the held-out part, and store the weights with their manifest.
+"""`foxhunt train rainbow|ppo|iql` and `foxhunt models eval` of an agent, from the journals to the stored
+agent: read one symbol's market data (and, for IQL, which learns offline, the journals' trading of it:
+training/rl/history.py), keep the last part for evaluation, make torch deterministic, train (in the trading
+environment, or on the journals' transitions before the held-out part), resuming from the run's
+checkpoint if asked, compare the agent with the flat, buy-and-hold and random policies on the held-out
+part, and store the weights with their manifest.
 
 An agent trades through the strategy `agent` (core/strategies/agent.py) whatever strategy the daemon is
 configured to run: the rest of the trading configuration (instruments, risk limits, the simulated
@@ -28,10 +30,13 @@ from foxhunt.models.artifact import AgentShape, FeatureSetRef, Manifest, model_i
 from foxhunt.models.determinism import fingerprint, make_deterministic
 from foxhunt.models.forecaster import parameter_hash
 from foxhunt.ports import JournalStore, ModelStore
-from foxhunt.training.rl import evaluation, ppo, rainbow
-from foxhunt.training.rl.environment import Engine, Episode, TradingEnv, VectorTradingEnv
+from foxhunt.messages.base import nanos
+from foxhunt.training.rl import evaluation, iql, ppo, rainbow
+from foxhunt.training.rl import history as journal_history
+from foxhunt.training.rl.environment import Engine, Episode, TradingEnv, VectorTradingEnv, observation_scale
+from foxhunt.training.rl.history import Transitions
 from foxhunt.training.rl.market import Market, read
-from foxhunt.training.rl.segments import Progress
+from foxhunt.training.rl.segments import Progress, Segmented
 from foxhunt.training.train import Trained, device
 
 
@@ -53,8 +58,17 @@ def agent_trading(cfg: Config) -> TradingConfig:
     return msgspec.structs.replace(cfg.trading(), strategy=strategy)
 
 
-async def load(store: JournalStore, request: AgentRequest, cfg: Config) -> Market:
+async def market(store: JournalStore, request: AgentRequest, cfg: Config) -> Market:
+    """The symbol's market data in the journals: what an agent trades in, and is evaluated on."""
     return await read(store, request.journals, request.symbol, cfg.features, request.start_ns, request.end_ns)
+
+
+async def history(store: JournalStore, request: AgentRequest, cfg: Config) -> Transitions:
+    """The journals' trading of the symbol as transitions: what IQL learns from (training/rl/history.py)."""
+    trading = agent_trading(cfg)
+    size, inst = nanos(trading.strategy.agent.trade_size), trading.build_instruments()[request.symbol]
+    return await journal_history.read(store, request.journals, request.symbol, cfg.features, cfg.agents.env, size,
+                                      inst.multiplier)
 
 
 def run_key(request: AgentRequest, cfg: Config, market: Market) -> str:
@@ -68,19 +82,29 @@ def run_key(request: AgentRequest, cfg: Config, market: Market) -> str:
 
 
 def train(market: Market, request: AgentRequest, cfg: Config, models: ModelStore, engine: Engine,
-          checkpoints: Path, progress: Progress | None = None) -> Trained:
+          checkpoints: Path, progress: Progress | None = None, transitions: Transitions | None = None) -> Trained:
     switches = make_deterministic(cfg.agents.threads)  # before any CUDA work
     where = device(request.device)
     trading = agent_trading(cfg)
     agent_cfg = cfg.agents.agent(request.agent, request.size)  # type: ignore[arg-type]
     env_cfg = cfg.agents.env
     train_part, held_out = market.split(env_cfg.held_out_fraction)
-    envs = VectorTradingEnv(train_part, trading, engine, env_cfg, agent_cfg.envs, policy_id=request.agent)
     judge = TradingEnv(held_out, trading, engine, env_cfg, policy_id=request.agent)
-    trainer_type = rainbow.RainbowTrainer if request.agent == "rainbow" else ppo.PpoTrainer
-    trainer = trainer_type(envs, agent_cfg, request.seed, where, evaluation=judge,
-                           eval_episodes=cfg.agents.eval_episodes,
-                           checkpoint=checkpoints / f"{request.agent}-{run_key(request, cfg, market)}.pt")
+    segments = {"evaluation": judge, "eval_episodes": cfg.agents.eval_episodes,
+                "checkpoint": checkpoints / f"{request.agent}-{run_key(request, cfg, market)}.pt"}
+    trainer: Segmented
+    if request.agent == "iql":
+        assert transitions is not None
+        data = transitions.within(train_part.data[0].ts_event, held_out.data[0].ts_event)
+        trainer = iql.IqlTrainer(data, agent_cfg, request.seed, where, observation_scale(train_part), **segments)
+        width = data.obs.shape[1]
+        learned_from = {"transitions": len(data), "source": data.source}
+    else:
+        envs = VectorTradingEnv(train_part, trading, engine, env_cfg, agent_cfg.envs, policy_id=request.agent)
+        trainer_type = rainbow.RainbowTrainer if request.agent == "rainbow" else ppo.PpoTrainer
+        trainer = trainer_type(envs, agent_cfg, request.seed, where, **segments)
+        width = envs.core.width
+        learned_from = {"train": train_part.source}
     outcome = trainer.run(progress, resume=request.resume)
     held = evaluation.compare(judge, policy(outcome.model, env_cfg), cfg.agents.eval_episodes, request.seed)
     sha = parameter_hash(outcome.model)
@@ -91,11 +115,11 @@ def train(market: Market, request: AgentRequest, cfg: Config, models: ModelStore
                                   digest=cfg.features.digest(), spec=msgspec.to_builtins(cfg.features)),
         parameter_sha256=sha,
         training={"journals": [{"journal": name} for name in request.journals], "symbol": request.symbol, "from_ns": request.start_ns,
-                  "to_ns": request.end_ns, "train": train_part.source, "held_out": held_out.source,
+                  "to_ns": request.end_ns, **learned_from, "held_out": held_out.source,
                   "steps": outcome.steps, "resumed_from": outcome.resumed_from, "history": outcome.history},
         determinism=switches, environment=fingerprint(where) | {"foxhunt": foxhunt.__version__},
         metrics={"held_out": held}, created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        agent=AgentShape(observations=envs.core.width, actions=env_cfg.actions, continuous=env_cfg.continuous,
+        agent=AgentShape(observations=width, actions=env_cfg.actions, continuous=env_cfg.continuous,
                          symbol=request.symbol, env=msgspec.to_builtins(env_cfg),
                          trading=msgspec.json.decode(trading.to_json())),
     )
@@ -106,7 +130,9 @@ def policy(net: nn.Module, env_cfg: EnvConfig) -> evaluation.Policy:
     """A network as evaluation plays it, greedily, on the CPU."""
     cpu = torch.device("cpu")
     net = net.to(cpu)
-    return rainbow.Greedy(net, cpu) if isinstance(net, rainbow.QuantileNetwork) else ppo.Greedy(net, cpu)
+    if isinstance(net, rainbow.QuantileNetwork):
+        return rainbow.Greedy(net, cpu)
+    return iql.Greedy(net, cpu) if isinstance(net, iql.ImplicitQ) else ppo.Greedy(net, cpu)
 
 
 def open_agent(models: ModelStore, mid: str, feature_digest: str | None) -> tuple[nn.Module, Manifest]:

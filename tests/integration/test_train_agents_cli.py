@@ -51,6 +51,22 @@ def test_train_stores_the_agent_with_its_comparison_and_its_recorded_episode_ver
     assert again["parameter_sha256"] == m["parameter_sha256"]
 
 
+def test_iql_learns_offline_from_a_journaled_episode_and_is_stored_like_the_others(market, cli_env, tmp_path):
+    env = cli_env | SMALL | {"FOXHUNT_AGENTS__IQL__STEPS": "200", "FOXHUNT_AGENTS__IQL__EVAL_EVERY": "100",
+                             "FOXHUNT_AGENTS__IQL__BATCH_SIZE": "32"}
+    store = str(tmp_path / "models")
+    episode = f"{market}-ppo"
+    summary("train", "ppo", "--journal", market, "--out", store, "--record", episode, env=env)
+    m = summary("train", "iql", "--journal", episode, "--out", store, env=env)
+    assert m["arch"] == "iql" and m["training"]["steps"] == 200 and m["training"]["transitions"] > 100
+    assert f"journal {episode} (EURUSD)" in m["training"]["source"]
+    assert set(m["metrics"]["held_out"]) == {"agent", "flat", "buy_and_hold", "random"}
+    table = ok("models", "eval", m["model_id"], "--journal", market, "--store", store, env=env).stdout
+    assert "random" in table
+    few = foxhunt("train", "iql", "--journal", episode, "--out", store, env=env | {"FOXHUNT_AGENTS__IQL__BATCH_SIZE": "5000"})
+    assert few.returncode == 2 and "fewer than a batch (5000)" in few.stderr and "Traceback" not in few.stderr
+
+
 def test_what_cannot_train_an_agent_is_refused_with_what_was_wrong(market, cli_env):
     cases = [
         (("train", "rainbow", "--journal", market, "--symbol", "XAUUSD"), {},
@@ -61,7 +77,9 @@ def test_what_cannot_train_an_agent_is_refused_with_what_was_wrong(market, cli_e
         (("train", "ppo", "--journal", market), {"FOXHUNT_AGENTS__PPO__BPTT": "7"},
          "rollout (128) must be a multiple of bptt (7)"),
         (("train", "rainbow", "--journal", market), {"FOXHUNT_AGENTS__ENV__CONTINUOUS": "true"},
-         "Rainbow chooses among discrete actions"),
+         "rainbow chooses among discrete actions"),
+        (("train", "iql", "--journal", market), {"FOXHUNT_AGENTS__ENV__CONTINUOUS": "true"},
+         "iql chooses among discrete actions"),
         (("train", "tft", "--journal", market, "--record", "x"), {}, "--record journals an episode of a trading agent"),
         (("train", "ppo", "--journal", "no-such-journal"), {}, "no-such-journal"),
     ]

@@ -353,3 +353,65 @@ def test_an_agent_with_curiosity_trains_repeatably_resumes_exactly_and_otherwise
         stopped.run(stop)
     resumed, _ = trained(kind, small, steps=steps, curiosity=0.5, checkpoint=tmp_path / "c.pt", **over)
     assert resumed.run(resume=True).resumed_from == steps // 2 and parameter_hash(resumed.model) == hashes[0]
+
+
+# --- offline: IQL from journaled trading ----------------------------------------------------------------
+
+
+def behaviour_episode(m: Market, trading: TradingConfig, seed: int = 0):
+    """A long journaled episode of a noisy mean-reversion trader: long after a fall of ret_16 beyond one
+    standard deviation, short after a rise, and 30% of its steps a random target. Returns the episode, its
+    targets and rewards step by step, and its summary."""
+    cfg = msgspec.structs.replace(ENV, episode_steps=10**6)
+    e = TradingEnv(m, trading, bootstrap.agent_engine(), cfg, record=True)
+    obs, _ = e.reset(options={"start": 0})
+    rng = np.random.default_rng(seed)
+    spread = float(m.rows[:, 2].std())
+    target, targets, rewards = ENV.levels, [], []
+    while True:
+        if rng.random() < 0.3:
+            target = int(rng.integers(ENV.actions))
+        elif obs[2] < -spread:
+            target = ENV.actions - 1
+        elif obs[2] > spread:
+            target = 0
+        targets.append(target)
+        obs, reward, terminated, truncated, info = e.step(target)
+        rewards.append(reward)
+        if terminated or truncated:
+            return e.episode, targets, rewards, info["episode"]
+
+
+@pytest.mark.postgres
+async def test_iql_learns_offline_from_a_journal_of_noisy_trading_and_beats_flat_and_random(edge, pg_dsn,
+                                                                                            journal_name):
+    from foxhunt.models.agent_configs import IqlConfig
+    from foxhunt.training.rl import history
+    from foxhunt.training.rl.environment import observation_scale
+    from foxhunt.training.rl.iql import IqlTrainer
+
+    trading = trading_config()
+    episode, targets, rewards, summary = behaviour_episode(edge, trading)
+    assert summary["fills"] > 1000
+    store = PostgresJournalStore(pg_dsn)
+    await write(store, journal_name, episode, trading)
+    aligned = msgspec.structs.replace(ENV, warmup=65, episode_steps=10**6)  # the trader's steps: 0, 5, 10, ...
+    data = await history.read(store, [journal_name], "EURUSD", config.Config().features, aligned,
+                              100_000 * 10**9, 1)
+    # the journal's trading, read back: the targets the trader chose and its rewards, from its 13th step on
+    # (in basis points of the notional at the first step read, where the episode's were at its first price:
+    # the price moved by a few parts in ten thousand between them)
+    assert np.array_equal(data.action, np.array(targets[13 : 13 + len(data)]))
+    np.testing.assert_allclose(data.reward, np.array(rewards[13 : 13 + len(data)]), rtol=2e-3, atol=1e-3)
+    data = await history.read(store, [journal_name], "EURUSD", config.Config().features, ENV, 100_000 * 10**9, 1)
+
+    make_deterministic(1)
+    train, held = edge.split(0.25)
+    judge = TradingEnv(held, trading, bootstrap.agent_engine(), ENV)
+    part = data.within(train.data[0].ts_event, held.data[0].ts_event)
+    assert 0 < len(part) < len(data)
+    trainer = IqlTrainer(part, IqlConfig(steps=3000, eval_every=1500), 5, torch.device("cpu"), observation_scale(train),
+                         evaluation=judge, eval_episodes=4, checkpoint=None)
+    trainer.run()
+    result = compare(judge, trainer.policy(), 6, seed=1)
+    assert result["agent"]["pnl_bp"] > 30.0 and result["agent"]["pnl_bp"] > result["random"]["pnl_bp"] + 100.0, result
