@@ -147,3 +147,37 @@ def test_on_cuda_an_agent_trained_with_graphed_updates_has_the_eager_weights_and
     resumed, _ = trained(kind, small, steps=2048, device="cuda", checkpoint=tmp_path / "a.pt", **over)
     assert resumed.run(resume=True).resumed_from == 1024
     assert parameter_hash(resumed.model) == runs["graph"]
+
+
+def test_on_cuda_iql_trained_with_graphed_updates_has_the_eager_weights():
+    import anyio
+    import msgspec
+
+    from foxhunt import bootstrap, config
+    from foxhunt.adapters.journal.memory import MemoryJournalStore
+    from foxhunt.models.agent_configs import IqlConfig
+    from foxhunt.training.rl import history
+    from foxhunt.training.rl.environment import TradingEnv, observation_scale, write
+    from foxhunt.training.rl.iql import IqlTrainer
+    from tests.ml.test_agents import EDGE, ENV, behaviour_episode, market, trading_config
+
+    small, trading = market(12_000, **EDGE), trading_config()
+    episode, *_ = behaviour_episode(small, trading)
+
+    async def transitions():
+        store = MemoryJournalStore()  # the journal's contract is PostgreSQL's suite's; here, the GPU's bits
+        await write(store, "behaviour", episode, trading)
+        return await history.read(store, ["behaviour"], "EURUSD", config.Config().features, ENV, 10**14, 1)
+
+    data = anyio.run(transitions)
+    train, held = small.split(0.25)
+    hashes = []
+    for graph in (True, True, False):
+        make_deterministic(1)
+        judge = TradingEnv(held, trading, bootstrap.agent_engine(), ENV)
+        cfg = msgspec.structs.replace(IqlConfig(steps=400, eval_every=200), graph=graph)
+        trainer = IqlTrainer(data, cfg, 3, torch.device("cuda"), observation_scale(train), evaluation=judge,
+                             eval_episodes=1, checkpoint=None)
+        trainer.run()
+        hashes.append(parameter_hash(trainer.model))
+    assert hashes[0] == hashes[1] == hashes[2]
