@@ -28,7 +28,6 @@ import json
 import time
 
 import msgspec
-import numpy as np
 import torch
 
 from foxhunt import bootstrap, config

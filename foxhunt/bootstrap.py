@@ -40,8 +40,8 @@ from foxhunt.runtime.recovery import Recovery, VenueFactory, snapshot
 from foxhunt.runtime.scoring import Rescore, ScoreCheck, ScoringService
 
 if TYPE_CHECKING:
-    from foxhunt.training.rl.environment import Engine
     from foxhunt.observability.telemetry import Telemetry
+    from foxhunt.training.rl.episode import Engine
 
 log = structlog.get_logger("foxhunt.bootstrap")
 
@@ -263,10 +263,10 @@ def simulated_venue(kernel: Kernel, trading: TradingConfig, clock: Clock) -> Ven
 
 def agent_engine() -> Engine:
     """How the trading environment builds an episode: the kernel, the simulated venue and the event clock a
-    backtest builds, and this machine's fingerprint (training/rl/environment.py). gymnasium is imported here, by the
+    backtest builds, and this machine's fingerprint (training/rl/episode.py). gymnasium is imported here, by the
     commands that train agents, not by every start."""
     from foxhunt.runtime.recovery import build_kernel
-    from foxhunt.training.rl.environment import Engine
+    from foxhunt.training.rl.episode import Engine
 
     return Engine(build_kernel, simulated_venue, EventClock, fingerprint())
 

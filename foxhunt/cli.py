@@ -346,7 +346,7 @@ def cmd_train(args: argparse.Namespace, cfg: config.Config) -> int:
 
 def _train_agent(args: argparse.Namespace, cfg: config.Config) -> int:
     from foxhunt.training import agents  # torch and gymnasium: imported by the commands that need them
-    from foxhunt.training.rl.environment import check, write
+    from foxhunt.training.rl.episode import check, write
 
     if args.members:
         raise ConfigError("--members names an ensemble's members; an agent has none")

@@ -36,7 +36,7 @@ class NoisyLinear(nn.Module):
         self.register_buffer("eps_out", torch.zeros(outputs), persistent=False)
 
     def resample(self, generator: torch.Generator) -> None:
-        f = lambda x: x.sign() * x.abs().sqrt()  # noqa: E731 - the paper's f
+        f = lambda x: x.sign() * x.abs().sqrt()  # the paper's f
         device = self.eps_in.device
         self.eps_in.copy_(f(torch.randn(self.eps_in.shape, generator=generator, device=device)))
         self.eps_out.copy_(f(torch.randn(self.eps_out.shape, generator=generator, device=device)))

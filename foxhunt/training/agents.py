@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -25,15 +24,16 @@ from torch import nn
 import foxhunt
 from foxhunt.config import Config, TradingConfig
 from foxhunt.errors import ModelError
+from foxhunt.messages.base import nanos
 from foxhunt.models.agent_configs import EnvConfig
 from foxhunt.models.artifact import AgentShape, FeatureSetRef, Manifest, model_id, pack, read_manifest, unpack_agent
 from foxhunt.models.determinism import fingerprint, make_deterministic
 from foxhunt.models.forecaster import parameter_hash
 from foxhunt.ports import JournalStore, ModelStore
-from foxhunt.messages.base import nanos
 from foxhunt.training.rl import evaluation, iql, ppo, rainbow
 from foxhunt.training.rl import history as journal_history
-from foxhunt.training.rl.environment import Engine, Episode, TradingEnv, VectorTradingEnv, observation_scale
+from foxhunt.training.rl.environment import TradingEnv, VectorTradingEnv, observation_scale
+from foxhunt.training.rl.episode import Engine, Episode
 from foxhunt.training.rl.history import Transitions
 from foxhunt.training.rl.market import Market, read
 from foxhunt.training.rl.segments import Progress, Segmented

@@ -30,7 +30,8 @@ from foxhunt.models.forecaster import parameter_hash
 from foxhunt.models.iqn import quantile_huber_loss
 from foxhunt.runtime import replay
 from foxhunt.runtime.clock import EventClock
-from foxhunt.training.rl.environment import TradingEnv, VectorTradingEnv, write
+from foxhunt.training.rl.environment import TradingEnv, VectorTradingEnv
+from foxhunt.training.rl.episode import write
 from foxhunt.training.rl.evaluation import compare
 from foxhunt.training.rl.market import Market
 from foxhunt.training.rl.ppo import PpoTrainer
@@ -128,7 +129,7 @@ def test_vector_episodes_are_seeded_and_restart_in_the_same_step(edge):
         seen = [obs]
         ended = 0
         for k in range(10):
-            obs, rewards, terminated, truncated, infos = v.step(np.full(4, k % ENV.actions))
+            obs, _, _, truncated, infos = v.step(np.full(4, k % ENV.actions))
             seen.append(obs)
             if k == 6:
                 assert truncated.all() and all(e is not None for e in infos["episode"])

@@ -157,7 +157,8 @@ def test_on_cuda_iql_trained_with_graphed_updates_has_the_eager_weights():
     from foxhunt.adapters.journal.memory import MemoryJournalStore
     from foxhunt.models.agent_configs import IqlConfig
     from foxhunt.training.rl import history
-    from foxhunt.training.rl.environment import TradingEnv, observation_scale, write
+    from foxhunt.training.rl.environment import TradingEnv, observation_scale
+    from foxhunt.training.rl.episode import write
     from foxhunt.training.rl.iql import IqlTrainer
     from tests.ml.test_agents import EDGE, ENV, behaviour_episode, market, trading_config
 

@@ -101,7 +101,7 @@ def play(env: TradingEnv, policy: Policy, episodes: int) -> dict[str, float]:
     series = np.asarray(changes)
     std = float(series.std())
     per_year = steps / elapsed * YEAR_NS if elapsed > 0 else 0.0
-    mean = lambda key: float(np.mean([e[key] for e in ends]))  # noqa: E731
+    mean = lambda key: float(np.mean([e[key] for e in ends]))
     return {
         "pnl_bp": mean("equity_bp"), "sharpe": float(series.mean()) / std * math.sqrt(per_year) if std > 0 else 0.0,
         "turnover": traded / steps if steps else 0.0, "max_drawdown_bp": mean("max_drawdown_bp"),

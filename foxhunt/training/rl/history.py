@@ -27,7 +27,7 @@ import numpy as np
 from foxhunt.core.features import Columns, FeatureSpec, batch
 from foxhunt.errors import DataError
 from foxhunt.messages.fixed_point import SCALE
-from foxhunt.messages.market import MARKET_DATA_TYPES, Bar, QuoteTick, TradeTick
+from foxhunt.messages.market import MARKET_DATA_TYPES, Bar, QuoteTick
 from foxhunt.messages.orders import OrderDenied
 from foxhunt.messages.scores import PolicyActed
 from foxhunt.messages.system import PositionChanged

@@ -58,7 +58,7 @@ class IqlTrainer(Segmented):
         self.net.obs_mean.copy_(torch.from_numpy(scale[0]))
         self.net.obs_scale.copy_(torch.from_numpy(scale[1]))
         self.net.to(device)
-        to = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
+        to = lambda a: torch.from_numpy(a).to(device)
         discount = np.full(len(data), cfg.gamma, dtype=np.float32)
         self.data = {"obs": to(data.obs), "action": to(data.action), "reward": to(data.reward),
                      "next_obs": to(data.next_obs), "discount": to(discount)}

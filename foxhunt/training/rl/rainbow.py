@@ -35,7 +35,7 @@ class _Static:
 
     def __init__(self, cfg: RainbowConfig, width: int, device: torch.device) -> None:
         b = cfg.batch_size
-        f = lambda *shape, dtype=torch.float32: torch.zeros(shape, dtype=dtype, device=device)  # noqa: E731
+        f = lambda *shape, dtype=torch.float32: torch.zeros(shape, dtype=dtype, device=device)
         self.obs, self.next_obs = f(b, width), f(b, width)
         self.action = f(b, dtype=torch.int64)
         self.reward, self.discount, self.weight = f(b), f(b), f(b)
