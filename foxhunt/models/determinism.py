@@ -5,6 +5,8 @@ deterministic, never because one machine's choices were cached."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 
@@ -73,3 +75,14 @@ def _processor() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+Module = TypeVar("Module", bound=torch.nn.Module)
+
+
+def seeded(seed: int, make: Callable[[], Module]) -> Module:
+    """`make()`'s initial weights from `seed` alone, drawn on the CPU from a generator of their own (the
+    global one is left as it was), so every device starts from the same bits."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return make()

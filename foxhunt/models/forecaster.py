@@ -11,6 +11,7 @@ from torch import nn
 
 from foxhunt.models.attention import AttentionForecaster
 from foxhunt.models.configs import Shape
+from foxhunt.models.determinism import seeded
 from foxhunt.models.mamba2 import Mamba2Forecaster
 from foxhunt.models.mlp import Mlp
 from foxhunt.models.tft import TemporalFusionTransformer
@@ -41,11 +42,8 @@ class Forecaster(nn.Module):
 
 
 def build(arch: str, cfg: msgspec.Struct, shape: Shape, seed: int) -> Forecaster:
-    """The forecaster's initial weights, from `seed` alone: drawn on the CPU from a generator of their own
-    (the global one is left as it was), so every device starts from the same bits."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return Forecaster(arch, cfg, shape)
+    """The forecaster's initial weights, from `seed` alone (determinism.seeded)."""
+    return seeded(seed, lambda: Forecaster(arch, cfg, shape))
 
 
 def parameter_hash(module: nn.Module) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from foxhunt.models.determinism import seeded
 from foxhunt.models.rnd import Curiosity
 
 FEATURES = 32  # the random network's output width (the paper's embedding)
@@ -17,9 +18,7 @@ SEED_OFFSET = 1_000_003  # its weights come from the run's seed plus this, apart
 class CuriosityBonus:
     def __init__(self, observations: int, hidden: int, scale: tuple[np.ndarray, np.ndarray], learning_rate: float,
                  seed: int, device: torch.device) -> None:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed + SEED_OFFSET)
-            self.net = Curiosity(observations, hidden, FEATURES)
+        self.net = seeded(seed + SEED_OFFSET, lambda: Curiosity(observations, hidden, FEATURES))
         self.net.obs_mean.copy_(torch.from_numpy(scale[0]))
         self.net.obs_scale.copy_(torch.from_numpy(scale[1]))
         self.net.to(device)

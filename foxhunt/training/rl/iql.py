@@ -13,6 +13,7 @@ import torch
 
 from foxhunt.errors import DataError
 from foxhunt.models.agent_configs import IqlConfig
+from foxhunt.models.determinism import seeded
 from foxhunt.models.iql import ImplicitQ
 from foxhunt.training.rl.environment import TradingEnv
 from foxhunt.training.rl.evaluation import Policy
@@ -21,13 +22,6 @@ from foxhunt.training.rl.history import Transitions
 from foxhunt.training.rl.segments import Progress, Segmented
 
 PROGRESS_EVERY = 250  # gradient steps between the progress bar's updates
-
-
-def build(cfg: IqlConfig, observations: int, actions: int, seed: int) -> ImplicitQ:
-    """The initial weights, from `seed` alone, drawn on the CPU (every device starts from the same bits)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return ImplicitQ(cfg, observations, actions)
 
 
 class Greedy:
@@ -54,7 +48,7 @@ class IqlTrainer(Segmented):
                             " IQL more journals of trading, or lower agents.iql.batch_size")
         self.cfg, self.device = cfg, device
         actions = evaluation.core.cfg.actions
-        self.net = build(cfg, data.obs.shape[1], actions, seed)
+        self.net = seeded(seed, lambda: ImplicitQ(cfg, data.obs.shape[1], actions))
         self.net.obs_mean.copy_(torch.from_numpy(scale[0]))
         self.net.obs_scale.copy_(torch.from_numpy(scale[1]))
         self.net.to(device)

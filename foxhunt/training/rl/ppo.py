@@ -18,19 +18,13 @@ import numpy as np
 import torch
 
 from foxhunt.models.agent_configs import PpoConfig
+from foxhunt.models.determinism import seeded
 from foxhunt.models.recurrent import RecurrentActorCritic
 from foxhunt.training.rl.curiosity import CuriosityBonus
 from foxhunt.training.rl.environment import VectorTradingEnv, observation_scale, reached
 from foxhunt.training.rl.evaluation import Policy
 from foxhunt.training.rl.graphed import Step, adam
 from foxhunt.training.rl.segments import Progress, Segmented
-
-
-def build(cfg: PpoConfig, observations: int, actions: int, continuous: bool, seed: int) -> RecurrentActorCritic:
-    """The initial weights, from `seed` alone, drawn on the CPU (every device starts from the same bits)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return RecurrentActorCritic(cfg, observations, actions, continuous)
 
 
 def draw(net: RecurrentActorCritic, out: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -67,7 +61,7 @@ class PpoTrainer(Segmented):
         super().__init__(cfg.steps, cfg.eval_every, seed=seed, **segments)
         self.envs, self.cfg, self.device = envs, cfg, device
         core = envs.core
-        self.net = build(cfg, core.width, core.cfg.actions, core.cfg.continuous, seed)
+        self.net = seeded(seed, lambda: RecurrentActorCritic(cfg, core.width, core.cfg.actions, core.cfg.continuous))
         mean, scale = observation_scale(core.market)
         self.net.obs_mean.copy_(torch.from_numpy(mean))
         self.net.obs_scale.copy_(torch.from_numpy(scale))

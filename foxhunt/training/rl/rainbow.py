@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from foxhunt.models.agent_configs import RainbowConfig
+from foxhunt.models.determinism import seeded
 from foxhunt.models.iqn import QuantileNetwork, pick, quantile_huber_loss
 from foxhunt.training.rl.curiosity import CuriosityBonus
 from foxhunt.training.rl.environment import VectorTradingEnv, observation_scale, reached
@@ -44,13 +45,6 @@ class _Static:
 
 
 PROGRESS_EVERY = 1024  # environment steps between the progress bar's updates within a segment
-
-
-def build(cfg: RainbowConfig, observations: int, actions: int, seed: int) -> QuantileNetwork:
-    """The initial weights, from `seed` alone, drawn on the CPU (every device starts from the same bits)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return QuantileNetwork(cfg, observations, actions)
 
 
 class Greedy:
@@ -79,7 +73,7 @@ class RainbowTrainer(Segmented):
         self.envs, self.cfg, self.device = envs, cfg, device
         width, actions = envs.core.width, envs.core.cfg.actions
         self.actions = actions
-        self.online = build(cfg, width, actions, seed)
+        self.online = seeded(seed, lambda: QuantileNetwork(cfg, width, actions))
         mean, scale = observation_scale(envs.core.market)
         self.online.obs_mean.copy_(torch.from_numpy(mean))
         self.online.obs_scale.copy_(torch.from_numpy(scale))
