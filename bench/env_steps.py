@@ -8,8 +8,9 @@ from PyPI: `pip install -e .[bench]`), a pure-numpy bookkeeping of a long/short 
 Policies: `random` (a uniformly drawn action every step: an order on most steps, about 0.8 position traded
 per step), `every10` (a new random target every 10 steps: about the 0.1 to 0.2 positions per step the
 trained agents of tests/ml/test_agents.py trade on a market with an edge) and `hold` (a fixed long: one
-order an episode, what they converge to on a market without one). foxhunt's steps are one market data event each (decision_every = 1). The runs interleave,
-`--repeats` times each, and the medians and their ratios are printed.
+order an episode, what they converge to on a market without one). foxhunt's steps are one market data
+event each (decision_every = 1). The runs interleave, `--repeats` times each, and the medians and their
+ratios are printed.
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ def main() -> None:
         for policy in POLICIES
         for kind, fn in (
             ("foxhunt single", lambda p=policy: foxhunt_single(trading, market, p, args.steps)),
-            (f"foxhunt vector x{args.envs}", lambda p=policy: foxhunt_vector(trading, market, p, args.steps, args.envs)),
+            (f"foxhunt vector x{args.envs}",
+             lambda p=policy: foxhunt_vector(trading, market, p, args.steps, args.envs)),
             ("gym-anytrading forex", lambda p=policy: anytrading(market, p, args.steps)),
         )
     }

@@ -78,7 +78,8 @@ def time_updates(kind: str, t, device: torch.device, updates: int) -> float:
         return updates / (time.perf_counter() - started)
     obs, _ = t.envs.reset(seed=1)
     obs = torch.from_numpy(obs).to(device)
-    batch, *_ = t._rollout(obs, t.net.initial_state(t.envs.num_envs, device), torch.ones(t.envs.num_envs, device=device))
+    n = t.envs.num_envs
+    batch, *_ = t._rollout(obs, t.net.initial_state(n, device), torch.ones(n, device=device))
     t._learn(batch)  # capture (graph) or warm up (eager)
     per_learn = t.cfg.epochs * t.cfg.minibatches
     rounds = max(updates // per_learn, 1)

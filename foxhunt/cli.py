@@ -381,7 +381,8 @@ def _train_agent(args: argparse.Namespace, cfg: config.Config) -> int:
     if args.json:
         print(msgspec.json.encode(m).decode())
         return EXIT_OK
-    lines = agents.summary(m) | {"store": models.location + ("" if trained.stored else " (already there: same weights)")}
+    stored = models.location + ("" if trained.stored else " (already there: same weights)")
+    lines = agents.summary(m) | {"store": stored}
     if recorded is not None:
         lines["recorded"] = f"journal {args.record}, {recorded} events (foxhunt replay {args.record} --verify)"
     _print_summary(lines, False)

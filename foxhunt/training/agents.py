@@ -106,7 +106,10 @@ def train(market: Market, request: AgentRequest, cfg: Config, models: ModelStore
         width = envs.core.width
         learned_from = {"train": train_part.source}
     outcome = trainer.run(progress, resume=request.resume)
-    held = evaluation.compare(judge, policy(outcome.model, env_cfg), cfg.agents.eval_episodes, request.seed)
+    held = evaluation.compare(judge, policy(outcome.model), cfg.agents.eval_episodes, request.seed)
+    training = {"journals": [{"journal": name} for name in request.journals], "symbol": request.symbol,
+                "from_ns": request.start_ns, "to_ns": request.end_ns, **learned_from, "held_out": held_out.source,
+                "steps": outcome.steps, "resumed_from": outcome.resumed_from, "history": outcome.history}
     sha = parameter_hash(outcome.model)
     manifest = Manifest(
         model_id=model_id(request.agent, sha), arch=request.agent, size=request.size,
@@ -114,9 +117,7 @@ def train(market: Market, request: AgentRequest, cfg: Config, models: ModelStore
         feature_set=FeatureSetRef(name=cfg.features.name, version=cfg.features.version,
                                   digest=cfg.features.digest(), spec=msgspec.to_builtins(cfg.features)),
         parameter_sha256=sha,
-        training={"journals": [{"journal": name} for name in request.journals], "symbol": request.symbol, "from_ns": request.start_ns,
-                  "to_ns": request.end_ns, **learned_from, "held_out": held_out.source,
-                  "steps": outcome.steps, "resumed_from": outcome.resumed_from, "history": outcome.history},
+        training=training,
         determinism=switches, environment=fingerprint(where) | {"foxhunt": foxhunt.__version__},
         metrics={"held_out": held}, created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         agent=AgentShape(observations=width, actions=env_cfg.actions, continuous=env_cfg.continuous,
@@ -126,7 +127,7 @@ def train(market: Market, request: AgentRequest, cfg: Config, models: ModelStore
     return Trained(manifest, models.put(manifest.model_id, pack(outcome.model, manifest)))
 
 
-def policy(net: nn.Module, env_cfg: EnvConfig) -> evaluation.Policy:
+def policy(net: nn.Module) -> evaluation.Policy:
     """A network as evaluation plays it, greedily, on the CPU."""
     cpu = torch.device("cpu")
     net = net.to(cpu)
@@ -155,7 +156,7 @@ def evaluate(net: nn.Module, manifest: Manifest, market: Market, engine: Engine,
     env_cfg = msgspec.convert(manifest.agent.env, EnvConfig)
     trading = msgspec.convert(manifest.agent.trading, TradingConfig)
     judge = TradingEnv(market, trading, engine, env_cfg, policy_id=manifest.model_id)
-    return evaluation.compare(judge, policy(net, env_cfg), episodes, manifest.seed)
+    return evaluation.compare(judge, policy(net), episodes, manifest.seed)
 
 
 def record_episode(net: nn.Module, manifest: Manifest, market: Market, engine: Engine) -> Episode:
@@ -166,7 +167,7 @@ def record_episode(net: nn.Module, manifest: Manifest, market: Market, engine: E
     trading = msgspec.convert(manifest.agent.trading, TradingConfig)
     env = TradingEnv(market, trading, engine, env_cfg, policy_id=manifest.model_id, record=True)
     env.parameter_sha256 = manifest.parameter_sha256
-    player = policy(net, env_cfg)
+    player = policy(net)
     obs, _ = env.reset(options={"start": evaluation.starts(env, 1)[0]})
     player.begin()
     while True:

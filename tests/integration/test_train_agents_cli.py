@@ -63,7 +63,8 @@ def test_iql_learns_offline_from_a_journaled_episode_and_is_stored_like_the_othe
     assert set(m["metrics"]["held_out"]) == {"agent", "flat", "buy_and_hold", "random"}
     table = ok("models", "eval", m["model_id"], "--journal", market, "--store", store, env=env).stdout
     assert "random" in table
-    few = foxhunt("train", "iql", "--journal", episode, "--out", store, env=env | {"FOXHUNT_AGENTS__IQL__BATCH_SIZE": "5000"})
+    few = foxhunt("train", "iql", "--journal", episode, "--out", store,
+                  env=env | {"FOXHUNT_AGENTS__IQL__BATCH_SIZE": "5000"})
     assert few.returncode == 2 and "fewer than a batch (5000)" in few.stderr and "Traceback" not in few.stderr
 
 
@@ -71,7 +72,8 @@ def test_what_cannot_train_an_agent_is_refused_with_what_was_wrong(market, cli_e
     cases = [
         (("train", "rainbow", "--journal", market, "--symbol", "XAUUSD"), {},
          "XAUUSD is not a configured instrument"),
-        (("train", "ppo", "--journal", market, "--symbol", "GBPUSD"), {}, f"journals {market} have no market data of GBPUSD"),
+        (("train", "ppo", "--journal", market, "--symbol", "GBPUSD"), {},
+         f"journals {market} have no market data of GBPUSD"),
         (("train", "rainbow", "--journal", market), {"FOXHUNT_AGENTS__RAINBOW__SIGMA": "1"},
          "agents: rainbow: unknown setting(s) ['sigma']"),
         (("train", "ppo", "--journal", market), {"FOXHUNT_AGENTS__PPO__BPTT": "7"},

@@ -61,7 +61,8 @@ async def read(store: JournalStore, journals: list[str], symbol: str, spec: Feat
                     if (record.causation is not None or type(msg) not in MARKET_DATA_TYPES
                             or msg.symbol != symbol):
                         continue
-                    if (start_ns is not None and msg.ts_event < start_ns) or (end_ns is not None and msg.ts_event >= end_ns):
+                    ts = msg.ts_event
+                    if (start_ns is not None and ts < start_ns) or (end_ns is not None and ts >= end_ns):
                         continue
                     data.append(msg)
         counts.append(f"{name} ({len(data) - before})")

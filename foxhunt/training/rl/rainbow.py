@@ -40,7 +40,8 @@ class _Static:
         self.obs, self.next_obs = f(b, width), f(b, width)
         self.action = f(b, dtype=torch.int64)
         self.reward, self.discount, self.weight = f(b), f(b), f(b)
-        self.taus, self.taus_act, self.taus_next = f(b, cfg.quantiles), f(b, cfg.act_quantiles), f(b, cfg.target_quantiles)
+        self.taus, self.taus_act = f(b, cfg.quantiles), f(b, cfg.act_quantiles)
+        self.taus_next = f(b, cfg.target_quantiles)
         self.per_sample, self.loss = f(b), f()
 
 

@@ -67,7 +67,8 @@ class Segmented:
             losses = self.train_segment(steps, (self.seed * 1_000_003 + self.segment) % 2**31, progress)
             self.segment += 1
             held_out = play(self.evaluation, self.policy(), self.eval_episodes)
-            self.history.append({"step": float(self.steps), **losses, **{f"held_out_{k}": v for k, v in held_out.items()}})
+            scores = {f"held_out_{k}": v for k, v in held_out.items()}
+            self.history.append({"step": float(self.steps), **losses, **scores})
             self._save()
             if progress is not None:
                 progress(self.steps, self.history[-1])
