@@ -296,7 +296,8 @@ def cmd_train(args: argparse.Namespace, cfg: config.Config) -> int:
     if args.model in AGENTS:
         return _train_agent(args, cfg)
     if args.record:
-        raise ConfigError("--record journals an episode of a trading agent (rainbow, ppo); a forecaster has none")
+        raise ConfigError(f"--record journals an episode of a trading agent ({', '.join(AGENTS)}); a forecaster has"
+                          " none")
     from foxhunt.training import train  # torch: imported by the commands that need it, not by every start
 
     request = train.TrainRequest(args.model, args.journals, args.start, args.end, args.seed, args.device,
@@ -375,7 +376,7 @@ def _train_agent(args: argparse.Namespace, cfg: config.Config) -> int:
         episode = agents.record_episode(net, m, market.split(cfg.agents.env.held_out_fraction)[1], engine)
 
         async def keep():
-            return await write(await bootstrap.open_store(cfg, dsn), args.record, episode, agents.agent_trading(cfg))
+            return await write(await bootstrap.open_store(cfg, dsn), args.record, episode, trading)
 
         recorded = _run_async(keep)
     if args.json:

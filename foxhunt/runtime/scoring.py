@@ -45,8 +45,8 @@ from foxhunt.ports import Clock, ModelRunner
 
 log = structlog.get_logger("foxhunt.scoring")
 
-LATENCIES_KEPT = 10_000
-JOIN_SECONDS = 5.0  # how long a stopping scoring source waits for the call in its thread to end  # per model, for the percentiles `models` shows
+LATENCIES_KEPT = 10_000  # per model, for the percentiles `models` shows
+JOIN_SECONDS = 5.0  # how long a stopping scoring source waits for the call in its thread to end
 
 
 def scored(model: LoadedModel, symbol: str, as_of: int, ts_event: int, ts_init: int, window: np.ndarray,

@@ -26,7 +26,16 @@ from foxhunt.config import Config, TradingConfig
 from foxhunt.errors import ModelError
 from foxhunt.messages.base import nanos
 from foxhunt.models.agent_configs import EnvConfig
-from foxhunt.models.artifact import AgentShape, FeatureSetRef, Manifest, model_id, pack, read_manifest, unpack_agent
+from foxhunt.models.artifact import (
+    AgentShape,
+    FeatureSetRef,
+    Manifest,
+    check_features,
+    model_id,
+    pack,
+    read_manifest,
+    unpack_agent,
+)
 from foxhunt.models.determinism import fingerprint, make_deterministic
 from foxhunt.models.forecaster import parameter_hash
 from foxhunt.ports import JournalStore, ModelStore
@@ -143,38 +152,34 @@ def open_agent(models: ModelStore, mid: str, feature_digest: str | None) -> tupl
     manifest = read_manifest(files, where)
     if manifest.agent is None:
         raise ModelError(f"{where} is a forecaster ({manifest.arch}), not a trading agent")
-    if feature_digest is not None and manifest.feature_set.digest != feature_digest:
-        raise ModelError(f"{where}: trained on feature set {manifest.feature_set.digest[:12]}, but the configured"
-                         f" feature set is {feature_digest[:12]}: configure [features] as its manifest records them")
+    check_features(manifest, where, feature_digest)
     return unpack_agent(files, where)
+
+
+def trained_in(manifest: Manifest, market: Market, engine: Engine, record: bool = False) -> TradingEnv:
+    """The environment a stored agent was trained in (its manifest's), on `market`; its decisions carry the
+    agent's id and parameter hash."""
+    assert manifest.agent is not None
+    env_cfg = msgspec.convert(manifest.agent.env, EnvConfig)
+    trading = msgspec.convert(manifest.agent.trading, TradingConfig)
+    env = TradingEnv(market, trading, engine, env_cfg, policy_id=manifest.model_id, record=record)
+    env.parameter_sha256 = manifest.parameter_sha256
+    return env
 
 
 def evaluate(net: nn.Module, manifest: Manifest, market: Market, engine: Engine, episodes: int
              ) -> dict[str, dict[str, float]]:
     """The stored agent and the baselines on `market` (all of it), in the environment it was trained in."""
-    assert manifest.agent is not None
-    env_cfg = msgspec.convert(manifest.agent.env, EnvConfig)
-    trading = msgspec.convert(manifest.agent.trading, TradingConfig)
-    judge = TradingEnv(market, trading, engine, env_cfg, policy_id=manifest.model_id)
-    return evaluation.compare(judge, policy(net), episodes, manifest.seed)
+    return evaluation.compare(trained_in(manifest, market, engine), policy(net), episodes, manifest.seed)
 
 
 def record_episode(net: nn.Module, manifest: Manifest, market: Market, engine: Engine) -> Episode:
-    """One episode of the agent on `market`, from its first evaluation start, every record kept: what
-    `foxhunt train --record` and `models eval --record` write into a journal, to verify like any run."""
-    assert manifest.agent is not None
-    env_cfg = msgspec.convert(manifest.agent.env, EnvConfig)
-    trading = msgspec.convert(manifest.agent.trading, TradingConfig)
-    env = TradingEnv(market, trading, engine, env_cfg, policy_id=manifest.model_id, record=True)
-    env.parameter_sha256 = manifest.parameter_sha256
-    player = policy(net)
-    obs, _ = env.reset(options={"start": evaluation.starts(env, 1)[0]})
-    player.begin()
-    while True:
-        obs, _, terminated, truncated, _ = env.step(player.act(obs))
-        if terminated or truncated:
-            assert env.episode is not None
-            return env.episode
+    """One evaluation episode of the agent on `market`, every record kept: what `foxhunt train --record`
+    writes into a journal, to verify like any run."""
+    env = trained_in(manifest, market, engine, record=True)
+    evaluation.play(env, policy(net), 1)
+    assert env.episode is not None
+    return env.episode
 
 
 def summary(m: Manifest) -> dict[str, Any]:

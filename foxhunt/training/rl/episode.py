@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import NamedTuple, Protocol, cast
+from typing import NamedTuple, Protocol
 
 from foxhunt.config import TradingConfig
 from foxhunt.core.kernel import Kernel
+from foxhunt.core.risk.gate import reference_price
 from foxhunt.errors import ConfigError, JournalMismatch, JournalNotFound
 from foxhunt.messages.base import Derived, Input, Message, nanos
-from foxhunt.messages.market import Bar, MarketData, QuoteTick, TradeTick
+from foxhunt.messages.market import MarketData
 from foxhunt.messages.scores import PolicyActed
 from foxhunt.messages.system import RunStarted, TradingState
 from foxhunt.models.agent_configs import EnvConfig
@@ -74,7 +75,7 @@ class Episode:
         first = market.data[start]
         # the full position's notional at the first price, in money nanos: rewards are basis points of it
         inst = kernel.instruments[self.symbol]
-        self.notional = max(_price(first) * self.size // 10**9 * inst.multiplier, 1)
+        self.notional = max(reference_price(first, 0)[0] * self.size // 10**9 * inst.multiplier, 1)
         self.clock.advance(first.ts_init)
         self._take(RunStarted(ts_event=first.ts_event, ts_init=first.ts_init, run_id=1, seed=trading.seed,
                               config_digest=trading.digest(), config=trading.to_json(),
@@ -178,13 +179,6 @@ class Episode:
                 "fills": float(pos.fills if pos is not None else 0),
                 "commissions_bp": (pos.commissions if pos is not None else 0) * bp,
                 "denials": float(k.orders.denied), "steps": float(self.steps)}
-
-
-def _price(msg: MarketData) -> int:
-    """A market data event's reference price, nanos: a quote's mid, a bar's close, a trade's price."""
-    if type(msg) is QuoteTick:
-        return (msg.bid + msg.ask) // 2
-    return msg.close if type(msg) is Bar else cast(TradeTick, msg).price
 
 
 async def write(store: JournalStore, name: str, episode: Episode, trading: TradingConfig) -> int:

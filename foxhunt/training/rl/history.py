@@ -25,9 +25,10 @@ from typing import NamedTuple
 import numpy as np
 
 from foxhunt.core.features import Columns, FeatureSpec, batch
+from foxhunt.core.risk.gate import reference_price
 from foxhunt.errors import DataError
 from foxhunt.messages.fixed_point import SCALE
-from foxhunt.messages.market import MARKET_DATA_TYPES, Bar, QuoteTick
+from foxhunt.messages.market import MARKET_DATA_TYPES
 from foxhunt.messages.orders import OrderDenied
 from foxhunt.messages.scores import PolicyActed
 from foxhunt.messages.system import PositionChanged
@@ -67,12 +68,6 @@ class _Account(NamedTuple):
     avg_price: int
     cash: int
     denials: int
-
-
-def _mark(msg) -> int:
-    if type(msg) is QuoteTick:
-        return (msg.bid + msg.ask) // 2
-    return msg.close if type(msg) is Bar else msg.price
 
 
 async def read_journal(store: JournalStore, name: str, symbol: str) -> tuple[list, list[_Account]]:
@@ -117,7 +112,7 @@ def transitions(events: list, accounts: list[_Account], spec: FeatureSpec, cfg: 
     notional = start_equity = 0
     denied_before = accounts[ends[0]].denials
     for k, i in enumerate(ends):
-        a, mark = accounts[i], _mark(events[i])
+        a, mark = accounts[i], reference_price(events[i], 0)[0]  # the kernel's mark
         equity = a.cash + a.quantity * mark // SCALE * multiplier
         if k % cfg.episode_steps == 0:  # a new episode: its notional and its equity's zero
             notional = max(mark * size // SCALE * multiplier, 1)
