@@ -109,7 +109,14 @@ def admin_socket(cfg: Config) -> Path:
 def fix_venue(cfg: Config) -> VenueFactory:
     """The FIX 4.4 venue of `[fix]`: its quickfix settings file written under the state directory, beside
     the message store (sequence numbers across restarts) and the message log. quickfix is imported here,
-    only when a FIX venue is configured."""
+    only when a FIX venue is configured; it is an optional extra, built from source (pyproject.toml)."""
+    try:
+        import quickfix  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "[run] venue = \"fix\" needs the FIX engine quickfix, which paper trading does not install: "
+            "pip install 'foxhunt[fix]' (scripts/setup fix)"
+        ) from None
     from foxhunt.adapters.venues.fix.session import FixEngine, bundled_fix44, settings_text
     from foxhunt.adapters.venues.fix.venue import FixVenue
 
