@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
@@ -399,6 +399,52 @@ def convert(raw: dict[str, Any], cls: type, where: str):
         message, _, path = str(e).partition(" - at `$")
         key = path.rstrip("`").lstrip(".").replace("[...]", ".*").replace("[", ".").replace("]", "")
         raise ConfigError(f"{where}: {key + ': ' if key else ''}{message}") from e
+
+
+def declare_instruments(cfg: Config, specs: Sequence[str], file: str | Path | None = None) -> Config:
+    """`cfg` with instruments declared outside its file, for data whose instruments it does not list: in a
+    small TOML file of `[SYMBOL]` tables (`--instruments FILE`), then on the command line (`--instrument
+    SYMBOL:tick_size=0.01,lot_size=0.001,currency=USD[,multiplier=N][,execution_tick=X]`), each replacing a
+    configured instrument of its symbol. A missing or unknown key is an error naming it and where."""
+    declared: dict[str, InstrumentConfig] = {}
+    if file is not None:
+        for symbol, table in read_toml(Path(file)).items():
+            if not isinstance(table, dict):
+                raise ConfigError(f"{file}: {symbol}: expected a table [{symbol}] of tick_size, lot_size, currency")
+            declared[symbol] = _instrument(table, f"{file}: [{symbol}]")
+    for spec in specs:
+        symbol, sep, rest = spec.partition(":")
+        where = f"--instrument {spec}"
+        if not sep or not symbol.strip():
+            raise ConfigError(f"{where}: expected SYMBOL:tick_size=...,lot_size=...,currency=...")
+        table: dict[str, Any] = {}
+        for part in filter(None, rest.split(",")):
+            key, eq, value = part.partition("=")
+            if not eq:
+                raise ConfigError(f"{where}: {part!r} is not key=value")
+            key, value = key.strip(), value.strip()
+            table[key] = _toml_value(value) if key == "multiplier" else value  # decimals kept as written
+        declared[symbol.strip()] = _instrument(table, where)
+    if not declared:
+        return cfg
+    built = msgspec.structs.replace(cfg, instruments={**cfg.instruments, **declared})
+    built.trading().build_instruments()  # a tick that is not positive, an execution tick that does not divide it
+    return built
+
+
+def _instrument(table: dict[str, Any], where: str) -> InstrumentConfig:
+    needed = [k for k in ("tick_size", "lot_size", "currency") if k not in table]
+    if needed:
+        raise ConfigError(f"{where}: missing {', '.join(needed)} (an instrument needs tick_size, lot_size and"
+                          " currency)")
+    return convert(table, InstrumentConfig, where)
+
+
+def _toml_value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
 
 
 def trading_from_json(data: bytes, sets: list[str] | None = None) -> TradingConfig:

@@ -129,3 +129,36 @@ def test_fix_logon_fields_read_the_password_from_the_environment_only_when_asked
     cfg = config.load(None, env={"FOXHUNT_FIX__PORT": "9000", "FOXHUNT_FIX__PASSWORD_ENV": "FH_TEST_PW_UNSET"})
     with pytest.raises(ConfigError, match="fix.password_env: the environment variable FH_TEST_PW_UNSET is not set"):
         bootstrap.fix_venue(cfg)
+
+
+def test_instruments_declared_on_the_command_line_or_in_a_file(tmp_path):
+    cfg = config.load(None, env={})
+    declared = config.declare_instruments(cfg, ["BTCUSDT:tick_size=0.01,lot_size=0.00001,currency=USDT,multiplier=1"])
+    btc = declared.trading().build_instruments()["BTCUSDT"]
+    assert (btc.tick_size, btc.lot_size, btc.currency) == (10_000_000, 10_000, "USDT")
+    assert "EURUSD" in declared.instruments  # added to the configured ones
+    path = tmp_path / "instruments.toml"
+    path.write_text('[ES]\ntick_size = "0.25"\nlot_size = "1"\ncurrency = "USD"\nmultiplier = 50\n')
+    assert config.declare_instruments(cfg, [], path).instruments["ES"].multiplier == 50
+    for specs, message in (
+        (["BTCUSDT:tick_size=0.01,currency=USDT"], r"--instrument BTCUSDT:tick_size=0.01,currency=USDT: missing lot_size"),
+        (["BTCUSDT"], "expected SYMBOL:tick_size="),
+        (["BTCUSDT:tick_size=0.01,lot_size=1,currency=USDT,colour=red"], "colour"),
+        (["BTCUSDT:tick_size=-1,lot_size=1,currency=USDT"], "instruments.BTCUSDT: tick_size and lot_size must be positive"),
+        (["BTCUSDT:tick_size=abc,lot_size=1,currency=USDT"], "tick_size"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            config.declare_instruments(cfg, specs)
+    path.write_text('[ES]\ntick_size = "0.25"\n')
+    with pytest.raises(ConfigError, match=r"instruments\.toml: \[ES\]: missing lot_size, currency"):
+        config.declare_instruments(cfg, [], path)
+
+
+def test_a_fix_venue_without_the_fix_extra_names_the_extra(monkeypatch):
+    import sys
+
+    from foxhunt import bootstrap
+
+    monkeypatch.setitem(sys.modules, "quickfix", None)  # as where the extra is not installed
+    with pytest.raises(ConfigError, match=r"pip install 'foxhunt\[fix\]'"):
+        bootstrap.fix_venue(config.load(None, env={"FOXHUNT_FIX__PORT": "9876"}))

@@ -1,17 +1,19 @@
-"""CSV market data in the formats of ../shared/data (see its README), told apart by their first line:
+"""CSV market data: any file whose columns make a layout (adapters/feeds/layouts.py: bars, quotes or trades,
+the columns found by their usual names or a `columns=` mapping), and HistData's tick files, which have no
+header: `YYYYMMDD HHMMSSmmm,bid,ask,volume`, in EST without daylight saving (UTC-5 all year, as HistData
+documents its files). The formats of ../shared/data are among them: TrueFX quotes (`timestamp,bid,ask`,
+ISO-8601 with a UTC offset), HistData ticks and FXCM bars (`timestamp,open,high,low,close`).
 
-- quotes: header `timestamp,bid,ask`, ISO-8601 timestamps with a UTC offset (TrueFX);
-- HistData ticks: no header, `YYYYMMDD HHMMSSmmm,bid,ask,volume`, in EST without daylight saving
-  (UTC-5 all year, as HistData documents its files);
-- bars: header `timestamp,open,high,low,close`, ISO-8601 bar open times (FXCM). A bar is emitted at its
-  close (open time plus the interval), when its values became known. The interval comes from the
-  `interval=SECONDS` option or a file name like `-m1-` / `-h1-`; the side from `side=bid|ask|mid|last`
-  or a file name containing `-bid` / `-ask`.
+The delimiter is the header's commonest of `,;|` and tab. A bar is emitted at its close (open time plus
+the interval), when its values became known; the interval comes from the `interval=SECONDS` option or a
+file name like `-m1-` / `-h1-`, the side from `side=bid|ask|mid|last` or a file name containing `-bid` /
+`-ask`. The instrument is `symbol=X`, else each row's symbol column, else the one configured instrument
+the file name contains.
 
 A bad row (wrong field count, a number that is not a finite decimal, a price <= 0, a bar whose high and
-low do not bracket it, a timestamp earlier than the previous row's) is an error naming the file and line;
-with `--on-bad-row skip` it becomes a `FeedGap` input instead, so the journal records what was skipped.
-Crossed and locked quotes are real data: they pass, and the kernel flags them.
+low do not bracket it, a timestamp earlier than the previous row's, a symbol not configured) is an error
+naming the file and line; with `--on-bad-row skip` it becomes a `FeedGap` input instead, so the journal
+records what was skipped. Crossed and locked quotes are real data: they pass, and the kernel flags them.
 """
 
 from __future__ import annotations
@@ -19,38 +21,29 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import functools
+import io
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from foxhunt.adapters.feeds import layouts
+from foxhunt.adapters.feeds.layouts import BadRow, Layout, LayoutError
 from foxhunt.errors import InputError
 from foxhunt.messages.base import Input
 from foxhunt.messages.fixed_point import parse_fixed
-from foxhunt.messages.market import Bar, Instrument, PriceType, QuoteTick
+from foxhunt.messages.market import Instrument, PriceType
 from foxhunt.messages.system import FeedGap
 from foxhunt.ports import Clock
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_EPOCH_ORDINAL = _EPOCH.date().toordinal()
-_US = dt.timedelta(microseconds=1)
+_EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 _HISTDATA_UTC_OFFSET_NS = 5 * 3600 * 1_000_000_000  # EST, no daylight saving
 _HISTDATA_LINE = re.compile(r"^\d{8} \d{9},")
 _INTERVAL_IN_NAME = re.compile(r"[-_.]([mh])(\d+)[-_.]", re.IGNORECASE)
+_DELIMITERS = (",", ";", "\t", "|")
+_HISTDATA = Layout("quotes", {"ts": ("0",), "bid": ("1",), "ask": ("2",)})  # by position: the file has no header
 
-
-class BadRow(ValueError):
-    pass
-
-
-def iso_to_ns(text: str) -> int:
-    try:
-        stamp = dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise BadRow(f"not an ISO-8601 timestamp: {text!r}") from None
-    if stamp.tzinfo is None:
-        raise BadRow(f"timestamp without a UTC offset: {text!r}")
-    return (stamp - _EPOCH) // _US * 1000
+OPTIONS = ("symbol", "side", "interval", *layouts.OPTIONS)
 
 
 @functools.lru_cache(maxsize=64)
@@ -74,79 +67,104 @@ def histdata_to_ns(text: str) -> int:
 
 
 def prices(fields: list[str], names: tuple[str, ...]) -> list[int]:
-    """Positive prices from a row's fields: one pass when all is well (the common case), and the
-    field-by-field check below only to say which field is wrong."""
+    """Decimals from a row's fields: one pass when all is well (the common case), and the field-by-field
+    parse below only to say which field is wrong."""
     try:
-        values = [parse_fixed(text) for text in fields]
-        if min(values) > 0:
-            return values
+        return [parse_fixed(text) for text in fields]
     except ValueError:
         pass
     for text, name in zip(fields, names, strict=True):
-        price(text, name)
-    raise AssertionError("unreachable: price() raised for the bad field")
-
-
-def price(text: str, name: str) -> int:
-    try:
-        value = parse_fixed(text)
-    except ValueError as e:
-        raise BadRow(f"{name}: {e}") from None
-    if value <= 0:
-        raise BadRow(f"{name} must be positive, got {text!r}")
-    return value
+        try:
+            parse_fixed(text)
+        except ValueError as e:
+            raise BadRow(f"{name}: {e}") from None
+    raise AssertionError("unreachable: parse_fixed raised for one of the fields")
 
 
 @dataclass
 class CsvFeed:
     path: Path
-    symbol: str
-    fmt: str  # quotes | histdata | bars
+    symbol: str  # every row's instrument; "" where the rows name theirs (a symbol column)
+    layout: Layout
     clock: Clock
     on_bad_row: str
+    instruments: dict[str, Instrument]
+    timestamp: Callable[[str], int] = histdata_to_ns
+    delimiter: str = ","
+    header: bool = True
+    width: int = 4
     price_type: PriceType = PriceType.MID
     interval_ns: int = 0
     skipped: int = 0
+    read_bytes: int = 0  # how far into the file the rows read so far go (for a progress bar)
+    size_bytes: int = 0
+    columns: dict[str, list[int]] = field(default_factory=dict)  # field -> positions in a row
 
     @classmethod
     def from_options(
         cls, target: str, options: dict[str, str], instruments: dict[str, Instrument], clock: Clock, on_bad_row: str
     ) -> CsvFeed:
-        known = {"symbol", "side", "interval"}
-        if unknown := set(options) - known:
-            raise InputError(f"csv feed: unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
+        if unknown := set(options) - set(OPTIONS):
+            raise InputError(f"csv feed: unknown option(s) {sorted(unknown)}; known: {sorted(OPTIONS)}")
         path = Path(target)
         try:
             with path.open(newline="") as f:
-                first = f.readline().strip()
+                first, second = f.readline().strip(), f.readline().strip()
+            size = path.stat().st_size
         except OSError as e:
             raise InputError(f"{path}: cannot read: {e.strerror}") from e
-        symbol = options.get("symbol") or _symbol_from_name(path, instruments)
-        if symbol not in instruments:
-            raise InputError(f"{path}: symbol {symbol!r} is not a configured instrument")
-        header = first.lower().replace(" ", "")
-        if header == "timestamp,bid,ask":
-            return cls(path, symbol, "quotes", clock, on_bad_row)
-        if _HISTDATA_LINE.match(first):
-            return cls(path, symbol, "histdata", clock, on_bad_row)
-        if header == "timestamp,open,high,low,close":
-            return cls(
-                path, symbol, "bars", clock, on_bad_row,
-                price_type=_side(path, options.get("side")), interval_ns=_interval(path, options.get("interval")),
-            )
-        raise InputError(
-            f"{path}:1: unrecognised CSV format {first[:60]!r}; expected a 'timestamp,bid,ask' or"
-            " 'timestamp,open,high,low,close' header, or HistData 'YYYYMMDD HHMMSSmmm,bid,ask,volume' rows"
-        )
+        except UnicodeDecodeError as e:
+            raise InputError(f"{path}:1: not a text file ({e.reason} at byte {e.start})") from None
+        if _HISTDATA_LINE.match(first) and "columns" not in options:
+            symbol = options.get("symbol") or _symbol_from_name(path, instruments)
+            _check_symbol(path, symbol, instruments)
+            return cls(path, symbol, _HISTDATA, clock, on_bad_row, instruments, header=False, size_bytes=size,
+                       columns={"ts": [0], "prices": [1, 2], "extra": [], "text": [-1, -1], "symbol": []})
+        delimiter = max(_DELIMITERS, key=first.count)
+        header = next(csv.reader([first], delimiter=delimiter), [])
+        try:
+            layout = layouts.detect(header, layouts.parse_columns(options.get("columns", "")))
+            sample = next(csv.reader([second], delimiter=delimiter), [""] * len(header))
+            at = {name: i for i, name in reversed(list(enumerate(header)))}
+            ts_at = [at[c] for c in layout.columns["ts"]]
+            ts_sample = " ".join(sample[i] for i in ts_at if i < len(sample))
+            timestamp = layouts.timestamp_parser(ts_sample, options.get("unit"), options.get("tz"),
+                                                 options.get("ts_format"))
+        except LayoutError as e:
+            raise InputError(f"{path}:1: {e}") from None
+        if options.get("symbol") or "symbol" not in layout.columns:
+            symbol = options.get("symbol") or _symbol_from_name(path, instruments)
+            _check_symbol(path, symbol, instruments)
+        else:
+            symbol = ""
+        numbers = {"bars": ("open", "high", "low", "close"), "quotes": ("bid", "ask"), "trades": ("price", "size")}
+        extra = {"bars": ("volume",), "quotes": ("bid_size", "ask_size"), "trades": ()}
+        columns = {
+            "ts": ts_at,
+            "prices": [at[layout.columns[f][0]] for f in numbers[layout.kind]],
+            "extra": [at[layout.columns[f][0]] for f in extra[layout.kind] if f in layout.columns],
+            "text": [at[layout.columns[f][0]] if f in layout.columns else -1 for f in ("side", "id")],
+            "symbol": [at[layout.columns["symbol"][0]]] if "symbol" in layout.columns and not symbol else [],
+        }
+        feed = cls(path, symbol, layout, clock, on_bad_row, instruments, timestamp, delimiter, True, len(header),
+                   size_bytes=size, columns=columns)
+        if layout.kind == "bars":
+            feed.price_type = _side(path, options.get("side"))
+            feed.interval_ns = _interval(path, options.get("interval"))
+        return feed
+
+    def progress(self) -> tuple[int, int]:
+        """(bytes read, bytes in all): where a progress bar stands."""
+        return self.read_bytes, self.size_bytes
 
     def __iter__(self) -> Iterator[Input]:
-        parse = {"quotes": self._quote, "histdata": self._histdata, "bars": self._bar}[self.fmt]
-        width = {"quotes": 3, "histdata": 4, "bars": 5}[self.fmt]
+        parse = {"quotes": self._quote, "trades": self._trade, "bars": self._bar}[self.layout.kind]
         stamp = self.clock.stamp
+        width = self.width
         last_ts = 0
-        with self.path.open(newline="") as f:
-            rows = csv.reader(f)
-            if self.fmt != "histdata":
+        with self.path.open("rb") as raw, io.TextIOWrapper(raw, newline="") as f:
+            rows = csv.reader(f, delimiter=self.delimiter)
+            if self.header:
                 next(rows, None)
             for row in rows:
                 if not row:
@@ -160,32 +178,55 @@ class CsvFeed:
                 except BadRow as e:
                     where = f"{self.path}:{rows.line_num}"
                     if self.on_bad_row != "skip":
-                        raise InputError(f"{where}: {e}: {','.join(row)[:120]!r}") from None
+                        raise InputError(f"{where}: {e}: {self.delimiter.join(row)[:120]!r}") from None
                     self.skipped += 1
                     yield FeedGap(ts_event=last_ts, ts_init=stamp(last_ts), source=where, reason=str(e))
                     continue
                 last_ts = msg.ts_event
+                if not rows.line_num & 1023:
+                    self.read_bytes = raw.tell()  # a little ahead of the rows: the text layer reads in chunks
                 yield msg
+        self.read_bytes = self.size_bytes
 
-    def _quote(self, row: list[str], stamp) -> QuoteTick:
-        return self._quote_at(iso_to_ns(row[0]), row, stamp)
+    def _ts(self, row: list[str]) -> int:
+        at = self.columns["ts"]
+        return self.timestamp(row[at[0]] if len(at) == 1 else f"{row[at[0]]} {row[at[1]]}")
 
-    def _histdata(self, row: list[str], stamp) -> QuoteTick:
-        return self._quote_at(histdata_to_ns(row[0]), row, stamp)
+    def _row_symbol(self, row: list[str]) -> str:
+        if self.symbol:
+            return self.symbol
+        symbol = row[self.columns["symbol"][0]].strip()
+        if symbol not in self.instruments:
+            raise BadRow(f"symbol {symbol!r} is not a configured instrument; {_DECLARE.format(symbol=symbol)}")
+        return symbol
 
-    def _quote_at(self, ts: int, row: list[str], stamp) -> QuoteTick:
-        bid, ask = prices(row[1:3], ("bid", "ask"))
-        return QuoteTick(ts_event=ts, ts_init=stamp(ts), symbol=self.symbol, bid=bid, ask=ask)
+    def _quote(self, row: list[str], stamp) -> Input:
+        ts = self._ts(row)
+        bid, ask = prices([row[i] for i in self.columns["prices"]], ("bid", "ask"))
+        sizes = prices([row[i] for i in self.columns["extra"]], ("bid_size", "ask_size"))
+        return layouts.quote(ts, stamp(ts), self._row_symbol(row), bid, ask, *sizes)
 
-    def _bar(self, row: list[str], stamp) -> Bar:
-        ts = iso_to_ns(row[0]) + self.interval_ns
-        o, h, lo, c = prices(row[1:5], ("open", "high", "low", "close"))
-        if not (lo <= min(o, c) and max(o, c) <= h):
-            raise BadRow(f"high {row[2]} and low {row[3]} do not bracket open {row[1]} and close {row[4]}")
-        return Bar(
-            ts_event=ts, ts_init=stamp(ts), symbol=self.symbol, price_type=self.price_type,
-            interval_ns=self.interval_ns, open=o, high=h, low=lo, close=c,
-        )
+    def _trade(self, row: list[str], stamp) -> Input:
+        ts = self._ts(row)
+        price, size = prices([row[i] for i in self.columns["prices"]], ("price", "size"))
+        side, trade_id = (row[i] if i >= 0 else "" for i in self.columns["text"])
+        return layouts.trade(ts, stamp(ts), self._row_symbol(row), price, size, side, trade_id)
+
+    def _bar(self, row: list[str], stamp) -> Input:
+        ts = self._ts(row) + self.interval_ns
+        o, h, lo, c = prices([row[i] for i in self.columns["prices"]], ("open", "high", "low", "close"))
+        volume = prices([row[i] for i in self.columns["extra"]], ("volume",))
+        return layouts.bar(ts, stamp(ts), self._row_symbol(row), self.price_type, self.interval_ns, o, h, lo, c,
+                           *volume)
+
+
+_DECLARE = ("declare it in the configuration's [instruments.{symbol}] or with --instrument"
+            " {symbol}:tick_size=...,lot_size=...,currency=...")
+
+
+def _check_symbol(path: Path, symbol: str, instruments: dict[str, Instrument]) -> None:
+    if symbol not in instruments:
+        raise InputError(f"{path}: symbol {symbol!r} is not a configured instrument; {_DECLARE.format(symbol=symbol)}")
 
 
 def _symbol_from_name(path: Path, instruments: dict[str, Instrument]) -> str:
