@@ -14,7 +14,7 @@ import structlog
 
 import foxhunt
 from foxhunt import config
-from foxhunt.adapters.feeds import is_live, open_feed
+from foxhunt.adapters.feeds import FILE_KINDS, file_spec, is_live, open_feed
 from foxhunt.adapters.journal import pg_partitions as partitions
 from foxhunt.adapters.journal.discard import DiscardingJournal
 from foxhunt.adapters.journal.pg import migrate
@@ -31,7 +31,7 @@ from foxhunt.core.kernel import BEHAVIOUR, Kernel
 from foxhunt.errors import ConfigError, InputError, JournalArchived, JournalError, JournalMismatch
 from foxhunt.messages.base import Input
 from foxhunt.messages.system import TradingState
-from foxhunt.ports import Clock, JournalStore, ModelRunner, ModelStore, Snapshot, Venue
+from foxhunt.ports import Clock, JournalStore, JournalWriter, ModelRunner, ModelStore, Snapshot, Venue
 from foxhunt.runtime import replay, snapshots
 from foxhunt.runtime.clock import EventClock, WallClock
 from foxhunt.runtime.daemon import Operations, RunRequest, StartupSignals
@@ -251,11 +251,12 @@ def run_request(cfg: Config, journal: str, feed_spec: str | None, clock_name: st
 
 
 def ingest_feed(cfg: Config, file: str, on_bad_row: str) -> Iterable[Input]:
-    """What `foxhunt ingest FILE` loads: a CSV file (or a feed spec), on the feed's own time."""
-    spec = file if file.startswith(("csv:", "synthetic:")) or file == "none" else f"csv:{file}"
+    """What `foxhunt ingest FILE` loads: a data file (CSV, Parquet or Arrow, by its extension) or a feed
+    spec, on the feed's own time."""
+    spec = file if file.partition(":")[0] in ("synthetic", *FILE_KINDS) or file == "none" else file_spec(file)
     feed = open_feed(spec, cfg.trading().build_instruments(), EventClock(), on_bad_row)
     if feed is None:
-        raise InputError("ingest needs a feed to load: a CSV file or a synthetic:... spec, not none")
+        raise InputError("ingest needs a feed to load: a data file or a synthetic:... spec, not none")
     return feed
 
 
@@ -283,8 +284,9 @@ def wire_logged(venue: VenueFactory, path: Path) -> VenueFactory:
     return lambda kernel, trading, clock: WireLoggedVenue(venue(kernel, trading, clock), path)
 
 
-async def backtest(store: JournalStore, name: str, trading: TradingConfig, rescore_with: Config | None = None
-                   ) -> dict[str, object]:
+async def backtest(store: JournalStore, name: str, trading: TradingConfig, rescore_with: Config | None = None,
+                   track: Callable[[Kernel, JournalWriter], JournalWriter] | None = None,
+                   progress: Callable[[int], None] | None = None) -> dict[str, object]:
     """`foxhunt replay` without --verify: the journal's outside inputs through the simulated venue, with the
     journal's model scores, or (`rescore_with`, --rescore) scores computed again by the models the strategy
     names, from that configuration's model store and on its scoring device."""
@@ -292,14 +294,15 @@ async def backtest(store: JournalStore, name: str, trading: TradingConfig, resco
     if rescore_with is not None:
         rescore = Rescore(model_runner(rescore_with), trading.strategy.models, rescore_with.scoring.keep,
                           rescore_with.features)
-    return await replay.backtest(store, name, trading, simulated_venue, DiscardingJournal(), rescore)
+    return await replay.backtest(store, name, trading, simulated_venue, DiscardingJournal(), rescore, track, progress)
 
 
-async def verify(store: JournalStore, name: str, trading: TradingConfig, cfg: Config) -> dict[str, object]:
+async def verify(store: JournalStore, name: str, trading: TradingConfig, cfg: Config,
+                 progress: Callable[[int], None] | None = None) -> dict[str, object]:
     """`foxhunt replay --verify`: every derived event, and every model score recomputed by the store's model
     on `[scoring]`'s device (the runner is built at the journal's first ModelsLoaded: a journal without
     scores needs no torch)."""
-    return await replay.verify(store, name, trading, ScoreCheck(lambda: model_runner(cfg), cfg.scoring.keep))
+    return await replay.verify(store, name, trading, ScoreCheck(lambda: model_runner(cfg), cfg.scoring.keep), progress)
 
 
 def embedded_cluster(cfg: Config) -> EmbeddedCluster:

@@ -27,7 +27,7 @@ from foxhunt.models.configs import ARCHITECTURES
 from foxhunt.observability import logging as fh_logging
 from foxhunt.runtime.daemon import StartupSignals, run_daemon
 from foxhunt.runtime.ingest import ingest
-from foxhunt.runtime.recovery import trading_config
+from foxhunt.runtime.recovery import recorded_config, trading_config
 
 EXIT_OK, EXIT_DIVERGED, EXIT_ERROR = 0, 1, 2
 
@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--on-bad-row", choices=["error", "skip"], default="error",
                      help="a malformed feed row stops the run (error) or is recorded as a FeedGap (skip)")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    _instrument_arguments(run)
 
     rep = sub.add_parser("replay", parents=[common], help="backtest or verify from a journal")
     rep.add_argument("journal", metavar="NAME")
@@ -65,13 +66,29 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where scores are recomputed: cpu, cuda, cuda:N (default: [scoring] device)")
     rep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
                      help="override a recorded configuration value, e.g. strategy.ema_cross.fast=5")
+    rep.add_argument("--report", metavar="FILE.html",
+                     help="write the backtest's report, beside the recorded run's where the journal was traded")
     rep.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
+    rpt = sub.add_parser("report", parents=[common], help="a run's report: one HTML file with interactive plots")
+    rpt.add_argument("journal", metavar="JOURNAL")
+    rpt.add_argument("--out", metavar="FILE.html", help="where the report goes (default: JOURNAL.html here)")
+    rpt.add_argument("--compare", metavar="OTHER", help="another journal, laid side by side with the first")
+    rpt.add_argument("--from", dest="start", type=_timestamp, metavar="TIME",
+                     help="from this time on (ISO 8601, UTC unless it says otherwise)")
+    rpt.add_argument("--to", dest="end", type=_timestamp, metavar="TIME", help="before this time")
+    rpt.add_argument("--capital", type=_positive_float, metavar="MONEY",
+                     help="the capital returns are measured on (default: [risk] kelly_capital or max_gross_exposure,"
+                          " else the run's largest gross position)")
+    rpt.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
+
     ing = sub.add_parser("ingest", parents=[common], help="bulk-load market data into a journal")
-    ing.add_argument("file", metavar="FILE", help="a CSV file, or a feed spec such as csv:PATH,symbol=EURUSD")
+    ing.add_argument("file", metavar="FILE", help="a CSV, Parquet or Arrow file (by its extension), or a feed spec"
+                     " such as csv:PATH,symbol=EURUSD,columns=ts:time;bid:b;ask:a")
     ing.add_argument("--journal", required=True, metavar="NAME")
     ing.add_argument("--on-bad-row", choices=["error", "skip"], default="error")
     ing.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    _instrument_arguments(ing)
 
     jr = sub.add_parser("journal", help="inspect journals").add_subparsers(dest="action", required=True, metavar="ACTION")
     jr.add_parser("list", parents=[common], help="list journals")
@@ -152,9 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     fh_logging.configure(args.log_level)
     try:
         cfg = config.load(args.config)
+        if getattr(args, "instruments", None) or getattr(args, "instrument", None):
+            cfg = config.declare_instruments(cfg, args.instrument, args.instruments)
         bootstrap.configure_numba(cfg)
         handlers = {"run": cmd_run, "replay": cmd_replay, "ingest": cmd_ingest, "journal": cmd_journal, "db": cmd_db,
-                    "admin": cmd_admin, "risk": cmd_risk, "train": cmd_train, "models": cmd_models}
+                    "admin": cmd_admin, "risk": cmd_risk, "train": cmd_train, "models": cmd_models,
+                    "report": cmd_report}
         handler: Callable = handlers[args.command]
         return handler(args, cfg)
     except BrokenPipeError:
@@ -213,15 +233,70 @@ def cmd_replay(args: argparse.Namespace, cfg: config.Config) -> int:
     scoring_cfg = cfg if args.device is None else msgspec.structs.replace(
         cfg, scoring=msgspec.structs.replace(cfg.scoring, device=args.device))
 
+    if args.verify and args.report:
+        raise ConfigError("--report writes a backtest's report; verify it, then `foxhunt report` the journal")
+
     async def go():
         store = await bootstrap.open_store(cfg, dsn)
-        await store.info(args.journal)
+        info = await store.info(args.journal)
         trading = await trading_config(store, args.journal, args.sets, override)
-        if args.verify:
-            return await bootstrap.verify(store, args.journal, trading, scoring_cfg)
-        return await bootstrap.backtest(store, args.journal, trading, scoring_cfg if args.rescore else None)
+        doing = "verifying" if args.verify else "replaying"
+        with _bar(f"{doing} {args.journal}", info.last_seq, args.json, "events") as progress:
+            if args.verify:
+                return await bootstrap.verify(store, args.journal, trading, scoring_cfg, progress)
+            if not args.report:
+                return await bootstrap.backtest(store, args.journal, trading, scoring_cfg if args.rescore else None,
+                                                progress=progress)
+            return await _backtest_report(store, args.journal, trading, scoring_cfg if args.rescore else None,
+                                          Path(args.report), progress)
 
     _print_summary(_run_async(go), args.json)
+    return EXIT_OK
+
+
+async def _backtest_report(store, name: str, trading, rescore_with, out: Path, progress) -> dict[str, object]:
+    """A backtest whose report goes to `out`, beside the recorded run where the journal was traded."""
+    from foxhunt.runtime import report
+
+    trackers: list[report.Tracker] = []
+
+    def track(kernel, journal):
+        trackers.append(report.Tracker(kernel, f"{name} (replay)"))
+        return report.TrackingJournal(journal, trackers[0])
+
+    summary = await bootstrap.backtest(store, name, trading, rescore_with, track=track, progress=progress)
+    run = trackers[0].finish()
+    run.summary = summary
+    started = await recorded_config(store, name)
+    recorded = [name] if started.recorded_by != "ingest" else []
+    await report.write_report(store, recorded, out, extra=[(run, trading)])
+    return summary | {"report": str(out)}
+
+
+def cmd_report(args: argparse.Namespace, cfg: config.Config) -> int:
+    """`foxhunt report JOURNAL`: one HTML file (runtime/report.py)."""
+    from foxhunt.runtime import report
+
+    out = Path(args.out or f"{args.journal}.html")
+    names = [args.journal] + ([args.compare] if args.compare else [])
+    dsn = bootstrap.resolve_dsn(cfg)
+
+    async def go():
+        store = await bootstrap.open_store(cfg, dsn)
+        total = sum([(await store.info(name)).last_seq for name in names])
+        with _bar(f"reading {', '.join(names)}", total, args.json, "events") as progress:
+            return await report.write_report(store, names, out, args.start, args.end, args.capital, progress)
+
+    figures = _run_async(go)
+    result = {"report": str(out), "runs": {name: {"currency": f.currency, "capital": f.capital, **f.metrics}
+                                           for name, f in zip(names, figures, strict=True)}}
+    if args.json:
+        print(json.dumps(result, sort_keys=True, default=str))
+        return EXIT_OK
+    print(f"report: {out} (open it in a browser)")
+    for name, f in zip(names, figures, strict=True):
+        _print_summary({"journal": name, "capital": f"{f.capital:,.2f} {f.currency}"} | {
+            k: round(v, 6) for k, v in f.metrics.items()}, False)
     return EXIT_OK
 
 
@@ -229,9 +304,15 @@ def cmd_ingest(args: argparse.Namespace, cfg: config.Config) -> int:
     feed = bootstrap.ingest_feed(cfg, args.file, args.on_bad_row)
     dsn = bootstrap.resolve_dsn(cfg)
 
+    where = getattr(feed, "progress", None)  # a file's (done, total): bytes of a CSV, rows of a Parquet file
+    total = where()[1] if where is not None else None
+
     async def go():
         store = await bootstrap.open_store(cfg, dsn)
-        return await ingest(store, cfg, args.journal, feed, bootstrap.fingerprint())
+        with _bar(f"ingesting {args.file}", total, args.json, "bytes" if hasattr(feed, "size_bytes") else "rows"
+                  ) as progress:
+            tick = (lambda rows: progress(where()[0])) if where is not None else progress
+            return await ingest(store, cfg, args.journal, feed, bootstrap.fingerprint(), tick)
 
     _print_summary(_run_async(go), args.json)
     return EXIT_OK
@@ -500,8 +581,21 @@ def _format_record(record) -> str:
 
 
 def _print_summary(summary: dict, as_json: bool) -> None:
+    """One JSON object, an aligned table on a terminal (rich), or `key: value` lines for a pipe or a log."""
     if as_json:
         print(json.dumps(summary, sort_keys=True))
+        return
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(show_header=False, box=None, pad_edge=False)
+        table.add_column(justify="right", style="bold")
+        table.add_column()
+        for key, value in summary.items():
+            shown = ", ".join(f"{k} {v}" for k, v in value.items()) if isinstance(value, dict) else str(value)
+            table.add_row(str(key), shown)
+        Console().print(table)
         return
     for key, value in summary.items():
         print(f"{key:>18}: {value}")
@@ -543,6 +637,37 @@ def _progress(what: str, total: int, quiet: bool):
             bar.update(task, completed=step, loss=loss, rate=rate)
 
         yield advance
+
+
+@contextmanager
+def _bar(what: str, total: int | None, quiet: bool, unit: str):
+    """A progress bar (rich) of a long command on a terminal, with its rate and time left; yields
+    `update(done)`, which does nothing where no bar shows (stderr not a terminal: a pipe, a log, systemd;
+    or the output is JSON)."""
+    if quiet or not sys.stderr.isatty():
+        yield lambda done: None
+        return
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+               TextColumn("{task.fields[rate]}"), TimeRemainingColumn())
+    with Progress(*columns, transient=False) as bar:
+        task = bar.add_task(what, total=total, rate="")
+        started = time.monotonic()
+
+        def update(done: int) -> None:
+            rate = done / max(time.monotonic() - started, 1e-9)
+            shown = f"{rate / 2**20:,.1f} MiB/s" if unit == "bytes" else f"{rate:,.0f} {unit}/s"
+            bar.update(task, completed=done, rate=shown)
+
+        yield update
+
+
+def _instrument_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--instrument", action="append", default=[], metavar="SYMBOL:tick_size=X,lot_size=Y,currency=C",
+                        help="declare an instrument the configuration does not list (repeat for several)")
+    parser.add_argument("--instruments", metavar="FILE.toml",
+                        help="declare instruments from a TOML file of [SYMBOL] tables (tick_size, lot_size, currency)")
 
 
 def _data_arguments(parser: argparse.ArgumentParser) -> None:

@@ -10,7 +10,7 @@ journal, one after the other.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from foxhunt.config import Config
 from foxhunt.errors import JournalMismatch
@@ -19,10 +19,14 @@ from foxhunt.messages.system import FeedGap, RunStarted, RunStopped
 from foxhunt.ports import JournalStore
 from foxhunt.runtime.recovery import recorded_config
 
+PROGRESS_EVERY = 16_384  # rows between two calls of `progress`
+
 
 async def ingest(
-    store: JournalStore, cfg: Config, journal_name: str, feed: Iterable[Input], fingerprint: dict[str, str]
+    store: JournalStore, cfg: Config, journal_name: str, feed: Iterable[Input], fingerprint: dict[str, str],
+    progress: Callable[[int], None] | None = None,
 ) -> dict[str, object]:
+    """`progress(rows)` is called every PROGRESS_EVERY rows and at the end."""
     trading = cfg.trading()
     started = time.perf_counter()
     rows = gaps = 0
@@ -47,9 +51,13 @@ async def ingest(
             rows += 1
             gaps += type(msg) is FeedGap
             last_ts = msg.ts_init
+            if progress is not None and not rows % PROGRESS_EVERY:
+                progress(rows)
         append(RunStopped(ts_event=last_ts, ts_init=last_ts, reason="ingest complete"))
         await journal.flush()
         last_seq = journal.last_seq
+    if progress is not None:
+        progress(rows)
     seconds = time.perf_counter() - started
     return {
         "journal": journal_name, "mode": "ingest", "rows": rows, "gaps": gaps, "last_seq": last_seq,

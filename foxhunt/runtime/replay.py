@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import aclosing
 
 import msgspec
@@ -137,8 +137,9 @@ class Verifier:
 
 
 async def verify(store: JournalStore, name: str, trading: TradingConfig,
-                 scores: ScoreCheck | None = None) -> dict[str, object]:
-    """With `scores`, every model score of the journal is recomputed too (ScoreCheck)."""
+                 scores: ScoreCheck | None = None, progress: Callable[[int], None] | None = None) -> dict[str, object]:
+    """With `scores`, every model score of the journal is recomputed too (ScoreCheck); `progress` hears
+    how many events were verified."""
     await refuse_if_ingested(store, name, "verify")
     kept = [snapshot for snapshot in await store.snapshots(name) if snapshots.unusable(snapshot, trading) is None]
     verifier = Verifier(name, build_kernel(trading), kept, scores)
@@ -146,6 +147,8 @@ async def verify(store: JournalStore, name: str, trading: TradingConfig,
     async with aclosing(store.read(name, decode_derived=False)) as pages:
         async for page in pages:
             verifier.feed(page)
+            if progress is not None:
+                progress(verifier.events)
     verifier.finish()
     return summarize(
         verifier.kernel, events=verifier.events, seconds=time.perf_counter() - started, journal=name,
@@ -156,12 +159,17 @@ async def verify(store: JournalStore, name: str, trading: TradingConfig,
 
 async def backtest(
     store: JournalStore, name: str, trading: TradingConfig, venue_for: VenueFactory, journal: JournalWriter,
-    rescore: Rescore | None = None,
+    rescore: Rescore | None = None, track: Callable[[Kernel, JournalWriter], JournalWriter] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> dict[str, object]:
     """Through `venue_for`'s venue (the simulated one), appending what it derives to `journal` (one that
     keeps nothing: a backtest is not a journal's run). The journal's model scores are taken as recorded,
-    or with `rescore` computed again by the configured models (runtime/scoring.py, Rescore)."""
+    or with `rescore` computed again by the configured models (runtime/scoring.py, Rescore). `track` wraps
+    the journal to watch what the run journals (a report's tracker, runtime/report.py); `progress` hears
+    how many of the journal's events were read."""
     kernel = build_kernel(trading)
+    if track is not None:
+        journal = track(kernel, journal)
     clock = EventClock()
     venue = venue_for(kernel, trading, clock)
     loop = TradingLoop(kernel, venue, journal)
@@ -170,6 +178,8 @@ async def backtest(
     async with aclosing(store.read(name, decode_derived=False)) as pages:
         async for page in pages:
             events += len(page)
+            if progress is not None:
+                progress(events)
             for record in page:
                 msg = record.message
                 if record.causation is not None or type(msg) in FROM_VENUE:

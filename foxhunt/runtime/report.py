@@ -1,0 +1,611 @@
+"""`foxhunt report JOURNAL` and `foxhunt replay NAME --report FILE`: what a run did, as one HTML file.
+
+A `Tracker` watches a run's events in journal order (`append`, as a journal writer is given them) beside
+the kernel that handled them, and keeps what the report shows: the equity per currency and the positions
+over time (read from the kernel after each input, thinned to at most `MAX_SAMPLES`, halving as they grow),
+the fills, round trips (from the kernel's `PositionChanged`), the pre-trade gate's denials with their
+reasons, the trading state's and instruments' changes, the venue's acknowledgement latency (on a wall
+clock run) and the model scores. A recorded journal is read by `collect`: every input through a fresh
+kernel (its state gives the equity), every derived event as recorded. A backtest hands its tracker the
+events as its trading loop journals them (runtime/replay.py).
+
+`render` writes one self-contained HTML file: plotly.js inlined (it opens offline, no CDN), interactive
+figures, and the metrics of runtime/performance.py, whose conventions it states. Two runs lay side by side
+(`--compare`, or a what-if replay beside the run it replays).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import math
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from foxhunt.config import TradingConfig
+from foxhunt.core.kernel import Kernel
+from foxhunt.messages.base import Message
+from foxhunt.messages.fixed_point import SCALE
+from foxhunt.messages.market import Bar, QuoteTick, TradeTick
+from foxhunt.messages.orders import (
+    DenialsRepeated,
+    OrderAccepted,
+    OrderDenied,
+    OrderFilled,
+    OrderPartiallyFilled,
+    SubmitOrder,
+)
+from foxhunt.messages.scores import ModelScored
+from foxhunt.messages.system import (
+    ClockHeld,
+    FeedGap,
+    InstrumentStateChanged,
+    RunStarted,
+    RunStopped,
+    TradingStateChanged,
+    VenueDisconnected,
+)
+from foxhunt.ports import JournalStore, JournalWriter
+from foxhunt.runtime import performance
+from foxhunt.runtime.recovery import build_kernel
+
+MAX_SAMPLES = 20_000  # equity and position points kept per run; more are thinned by halving
+MAX_MARKERS = 20_000  # fills drawn on the price; more are thinned evenly (all count in the figures)
+
+
+@dataclass
+class Run:
+    """What a report shows of one run."""
+
+    label: str
+    clock: str = "feed"
+    fingerprint: dict[str, str] = field(default_factory=dict)
+    start: int = 0  # event time of the window's first and last input
+    end: int = 0
+    events: int = 0
+    ts: list[int] = field(default_factory=list)  # samples after an input
+    equity: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # currency -> money
+    position: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # symbol -> quantity
+    mid: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # symbol -> mid (nan: none)
+    # ts, symbol, side, quantity, price, commission
+    fills: list[tuple[int, str, str, float, float, float]] = field(default_factory=list)
+    notional: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # currency -> traded
+    trips: list[tuple[int, str, str, float]] = field(default_factory=list)  # close ts, symbol, currency, pnl
+    denials: list[tuple[int, str, str, int]] = field(default_factory=list)  # ts, symbol, reason, how many
+    states: list[tuple[int, str, str]] = field(default_factory=list)  # ts, what, detail
+    latencies_ms: list[float] = field(default_factory=list)
+    scores: list[tuple[int, str, float, int, int]] = field(default_factory=list)  # ts, symbol, score, index, horizon
+    mids_by_symbol: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # scored symbols only
+    exposed_ns: int = 0
+    peak_gross: float = 0.0
+    summary: dict[str, object] = field(default_factory=dict)  # the kernel's end-of-run summary figures
+    currency_of: dict[str, str] = field(default_factory=dict)
+
+
+class Tracker:
+    """Keeps a Run from events given in journal order, beside the kernel that handles the inputs."""
+
+    def __init__(self, kernel: Kernel, label: str, start: int | None = None, end: int | None = None) -> None:
+        self.kernel = kernel
+        self.run = Run(label)
+        self.window = (start if start is not None else -(2**63), end if end is not None else 2**63)
+        self.stride = 1
+        self.seen = 0
+        self.last_ts: int | None = None
+        self.offset: dict[str, float] = {}  # equity at the window's start, per currency: the report starts at 0
+        self.orders: dict[str, int] = {}  # order id -> when the command was decided (wall clock runs)
+        self.cause_ts = 0
+        self.trip: dict[str, tuple[int, int]] = {}  # symbol -> (realized - commissions at the trip's open, sign)
+        self.scored = set[str]()
+        self.market_count: Counter[str] = Counter()
+        self.pending = False  # an input was taken whose resulting state is not sampled yet
+
+    def append(self, message: Message, causation: int | None = None) -> int:
+        if causation is None:
+            self._sample()
+            self._input(message)
+        else:
+            self._derived(message)
+        return 0
+
+    def finish(self) -> Run:
+        self._sample()
+        run = self.run
+        for symbol, pos in self.kernel.portfolio.positions.items():
+            run.currency_of[symbol] = pos.currency
+        return run
+
+    def _in_window(self, ts: int) -> bool:
+        return self.window[0] <= ts < self.window[1]
+
+    def _input(self, msg: Message) -> None:
+        ts = msg.ts_event
+        kind = type(msg)
+        self.cause_ts = msg.ts_init
+        if kind is RunStarted:
+            self.run.clock, self.run.fingerprint = msg.clock, dict(msg.fingerprint)
+            return
+        inside = ts > 0 and self._in_window(ts)  # markers stamped 0 (a venue connected at start) come before time
+        if inside:
+            if self.run.events == 0:
+                self.run.start = ts
+                self.offset = self._equity()
+            self.run.end = max(self.run.end, ts)
+            self.run.events += 1
+            if self.last_ts is not None and any(p.quantity for p in self.kernel.portfolio.positions.values()):
+                self.run.exposed_ns += max(0, ts - max(self.last_ts, self.run.start))
+            self.last_ts = ts
+            self.pending = True
+        if kind is QuoteTick or kind is TradeTick or kind is Bar:
+            self.market_count[msg.symbol] += 1
+            if msg.symbol in self.scored:
+                self.run.mids_by_symbol[msg.symbol].append(_mid(msg))
+        elif kind is OrderFilled or kind is OrderPartiallyFilled:
+            if inside:
+                qty, price = msg.last_qty / SCALE, msg.last_price / SCALE
+                pos = self.kernel.portfolio.positions.get(msg.symbol)
+                multiplier = pos.multiplier if pos is not None else 1
+                instrument = self.kernel.instruments.get(msg.symbol)
+                currency = instrument.currency if instrument is not None else "?"
+                self.run.fills.append((ts, msg.symbol, msg.side.value, qty, price, msg.commission / SCALE))
+                self.run.notional[currency] += qty * price * multiplier
+        elif kind is OrderAccepted:
+            decided = self.orders.pop(msg.order_id, None)
+            if decided is not None and inside and self.run.clock == "wall":
+                self.run.latencies_ms.append((msg.ts_init - decided) / 1e6)
+        elif kind is ModelScored:
+            if inside and msg.outputs:
+                middle = len(msg.quantiles) // 2
+                self.scored.add(msg.symbol)
+                index = len(self.run.mids_by_symbol[msg.symbol]) - 1
+                self.run.scores.append((ts, msg.symbol, float(msg.outputs[middle]), index, msg.horizons[0]))
+        elif inside and kind in (ClockHeld, FeedGap, VenueDisconnected, RunStopped):
+            detail = getattr(msg, "reason", "") or getattr(msg, "source", "")
+            self.run.states.append((ts, kind.__name__, str(detail)))
+
+    def _derived(self, msg: Message) -> None:
+        kind = type(msg)
+        ts = self.last_ts if self.last_ts is not None else msg.ts_event
+        inside = self._in_window(ts)
+        if kind is SubmitOrder:
+            self.orders[msg.order_id] = self.cause_ts
+        elif kind is OrderDenied and inside:
+            self.run.denials.append((ts, msg.symbol, msg.reason, 1))
+        elif kind is DenialsRepeated and inside:
+            self.run.denials.append((ts, msg.symbol, msg.reason, msg.repeats))
+        elif kind is TradingStateChanged and inside:
+            self.run.states.append((ts, "trading state", f"{msg.previous.value} -> {msg.state.value}: {msg.cause}"))
+        elif kind is InstrumentStateChanged and inside:
+            what = "paused" if msg.paused else "resumed"
+            self.run.states.append((ts, "instrument", f"{msg.symbol} {what}: {msg.cause}"))
+        elif kind.__name__ == "PositionChanged":
+            self._round_trip(msg, ts, inside)
+
+    def _round_trip(self, msg, ts: int, inside: bool) -> None:
+        closed = msg.realized_pnl - msg.commissions
+        sign = (msg.quantity > 0) - (msg.quantity < 0)
+        opened = self.trip.get(msg.symbol)
+        if opened is None:
+            if sign:
+                self.trip[msg.symbol] = (closed, sign)
+            return
+        if sign == opened[1]:
+            return
+        if inside:
+            currency = self.kernel.instruments[msg.symbol].currency
+            self.run.trips.append((ts, msg.symbol, currency, (closed - opened[0]) / SCALE))
+        if sign:
+            self.trip[msg.symbol] = (closed, sign)
+        else:
+            del self.trip[msg.symbol]
+
+    def _equity(self) -> dict[str, float]:
+        out: dict[str, float] = defaultdict(float)
+        for pos in self.kernel.portfolio.positions.values():
+            out[pos.currency] += (pos.realized_pnl + pos.unrealized_pnl - pos.commissions) / SCALE
+        return out
+
+    def _sample(self) -> None:
+        if not self.pending:
+            return
+        self.pending = False
+        positions = self.kernel.portfolio.positions
+        gross = sum(abs(p.unrealized_pnl + p.cost) for p in positions.values()) / SCALE
+        self.run.peak_gross = max(self.run.peak_gross, gross)
+        self.seen += 1
+        if self.seen % self.stride:
+            return
+        run = self.run
+        run.ts.append(self.last_ts or 0)
+        equity = self._equity()
+        for currency in set(equity) | set(run.equity):
+            column = run.equity[currency]
+            column.extend([0.0] * (len(run.ts) - 1 - len(column)))
+            column.append(equity.get(currency, 0.0) - self.offset.get(currency, 0.0))
+        market = self.kernel.market
+        for symbol in set(positions) | set(market) | set(run.position):
+            pos = positions.get(symbol)
+            for series, value in ((run.position, pos.quantity / SCALE if pos else 0.0),
+                                  (run.mid, _mid(market[symbol]) if symbol in market else math.nan)):
+                column = series[symbol]
+                column.extend([math.nan] * (len(run.ts) - 1 - len(column)))
+                column.append(value)
+        if len(run.ts) >= 2 * MAX_SAMPLES:
+            self.stride *= 2
+            run.ts[:] = run.ts[1::2]
+            for series in (run.equity, run.position, run.mid):
+                for key in series:
+                    series[key][:] = series[key][1::2]
+
+
+class TrackingJournal(JournalWriter):
+    """A journal writer that shows its tracker every event before handing it on: how a backtest's trading
+    loop, which journals what it does, is reported on."""
+
+    def __init__(self, inner: JournalWriter, tracker: Tracker) -> None:
+        self.inner, self.tracker, self.name = inner, tracker, inner.name
+
+    @property
+    def last_seq(self) -> int:
+        return self.inner.last_seq
+
+    @property
+    def backlogged(self) -> bool:  # type: ignore[override]
+        return self.inner.backlogged
+
+    def append(self, message: Message, causation: int | None = None) -> int:
+        self.tracker.append(message, causation)
+        return self.inner.append(message, causation)
+
+    async def relieve(self) -> None:
+        await self.inner.relieve()
+
+    async def flush(self) -> None:
+        await self.inner.flush()
+
+
+def _mid(msg) -> float:
+    kind = type(msg)
+    if kind is QuoteTick:
+        return (msg.bid + msg.ask) / 2 / SCALE
+    if kind is TradeTick:
+        return msg.price / SCALE
+    return msg.close / SCALE
+
+
+async def collect(store: JournalStore, name: str, trading: TradingConfig, start: int | None = None,
+                  end: int | None = None, progress: Callable[[int], None] | None = None) -> Run:
+    """A recorded journal's Run: its inputs through a fresh kernel of its configuration, its derived events
+    as recorded."""
+    from foxhunt.runtime.summary import summarize
+
+    kernel = build_kernel(trading)
+    tracker = Tracker(kernel, name, start, end)
+    events = 0
+    async with aclosing(store.read(name)) as pages:
+        async for page in pages:
+            for record in page:
+                if record.causation is None:
+                    tracker.append(record.message)
+                    kernel.handle(record.seq, record.message)
+                else:
+                    tracker.append(record.message, record.causation)
+            events += len(page)
+            if progress is not None:
+                progress(events)
+    run = tracker.finish()
+    run.summary = summarize(kernel, events=events, seconds=0.0)
+    return run
+
+
+async def write_report(store: JournalStore, names: Sequence[str], out: Path, start: int | None = None,
+                       end: int | None = None, capital: float | None = None,
+                       progress: Callable[[int], None] | None = None, extra: Sequence[tuple[Run, TradingConfig]] = ()
+                       ) -> list[Figures]:
+    """The report of the journals `names` (one, or two side by side), and of runs already collected
+    (`extra`: a what-if backtest beside the journal it replays), into `out`."""
+    from foxhunt.runtime.recovery import trading_config
+
+    runs: list[tuple[Run, TradingConfig]] = []
+    read = 0
+    for name in names:
+        info = await store.info(name)
+        trading = await trading_config(store, name, [], None)
+        done = read
+
+        def seen(events: int, done: int = done) -> None:
+            if progress is not None:
+                progress(done + events)
+        runs.append((await collect(store, name, trading, start, end, seen), trading))
+        read += info.last_seq
+    runs.extend(extra)
+    figures = [measure(run, capital, trading) for run, trading in runs]
+    title = " vs ".join(run.label for run, _ in runs)
+    render([run for run, _ in runs], figures, out, f"foxhunt report: {title}")
+    return figures
+
+
+# --- figures ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Figures:
+    """A run's figures for the report: its returns and metrics, by the conventions of performance.py."""
+
+    currency: str
+    capital: float
+    capital_source: str
+    period_ns: int
+    metrics: dict[str, float]
+
+
+def measure(run: Run, capital: float | None, trading: TradingConfig) -> Figures:
+    currencies = sorted(run.equity) or ["USD"]
+    currency = max(currencies, key=lambda c: (run.notional.get(c, 0.0), c == currencies[0]))
+    if capital is not None:
+        source = "--capital"
+    elif trading.risk.kelly_capital is not None:
+        capital, source = float(trading.risk.kelly_capital), "[risk] kelly_capital"
+    elif trading.risk.max_gross_exposure is not None:
+        capital, source = float(trading.risk.max_gross_exposure), "[risk] max_gross_exposure"
+    else:
+        capital, source = run.peak_gross, "the run's largest gross position at market"
+    if not capital or capital <= 0:
+        capital, source = 1.0, "1 (the run never held a position)"
+    span = max(run.end - run.start, 1)
+    period = performance.period_for(span)
+    ts = np.asarray(run.ts, dtype=np.int64)
+    equity = np.asarray(run.equity.get(currency, [0.0] * len(ts)), dtype=np.float64)
+    r = performance.returns(performance.sample(ts, equity, run.start, period), capital)
+    m = performance.metrics(r, performance.YEAR_NS / period)
+    duration = performance.drawdown_duration(r) * period
+    pnls = np.asarray([p for _, _, c, p in run.trips if c == currency], dtype=np.float64)
+    traded = run.notional.get(currency, 0.0)
+    m |= performance.trade_stats(pnls) | {
+        "max_drawdown_duration_s": duration / 1e9,
+        "turnover": traded / capital,
+        "exposure": run.exposed_ns / span if run.end > run.start else 0.0,
+        "periods": float(len(r)),
+    }
+    return Figures(currency, capital, source, period, m)
+
+
+_METRICS = [
+    ("total_return", "Total return", "pct"), ("annual_return", "Annualised return", "pct"),
+    ("annual_volatility", "Annualised volatility", "pct"), ("sharpe", "Sharpe", "num"), ("sortino", "Sortino", "num"),
+    ("calmar", "Calmar", "num"), ("max_drawdown", "Maximum drawdown", "pct"),
+    ("max_drawdown_duration_s", "Maximum drawdown duration", "duration"), ("hit_rate", "Hit rate", "pct"),
+    ("profit_factor", "Profit factor", "num"), ("round_trips", "Round trips", "int"), ("turnover", "Turnover", "x"),
+    ("exposure", "Exposure (time with a position)", "pct"),
+]
+_SUMMARY = [("pnl", "PnL"), ("realized_pnl", "Realised PnL"), ("commissions", "Commissions"), ("fills", "Fills"),
+            ("orders", "Orders"), ("denied", "Denied"), ("max_drawdown", "Max drawdown (money)"),
+            ("trading_state", "Trading state at the end"), ("events", "Events")]
+
+
+def _fmt(value: float, how: str) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    if how == "pct":
+        return f"{value * 100:.4f}%"
+    if how == "int":
+        return f"{value:.0f}"
+    if how == "x":
+        return f"{value:.4f}x"
+    if how == "duration":
+        return str(dt.timedelta(seconds=round(value)))
+    return f"{value:.4f}"
+
+
+def _time(ns_values: Sequence[int]) -> list[str]:
+    return [dt.datetime.fromtimestamp(v / 1e9, dt.UTC).isoformat(timespec="milliseconds") for v in ns_values]
+
+
+def render(runs: Sequence[Run], figures: Sequence[Figures], path: Path, title: str) -> None:
+    """The report of one run, or two side by side, into `path`."""
+    import plotly.graph_objects as go
+    import plotly.io as pio
+    import plotly.offline
+    from plotly.subplots import make_subplots
+
+    colours = ["#1f77b4", "#ff7f0e"]
+    plots: list[tuple[str, str, object]] = []  # id, heading, figure
+
+    def layout(fig, height=360, **kw):
+        fig.update_layout(height=height, margin=dict(l=60, r=20, t=30, b=40), template="plotly_white",
+                          legend=dict(orientation="h", y=1.08), **kw)
+        return fig
+
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.65, 0.35], vertical_spacing=0.05)
+    for run, fg, colour in zip(runs, figures, colours, strict=False):
+        times = _time(run.ts)
+        equity = np.asarray(run.equity.get(fg.currency, [0.0] * len(run.ts)))
+        peak = np.maximum.accumulate(np.concatenate([[0.0], equity]))[1:] if len(equity) else equity
+        fig.add_trace(go.Scatter(x=times, y=equity, name=f"{run.label} equity ({fg.currency})",
+                                 line=dict(color=colour)), row=1, col=1)
+        fig.add_trace(go.Scatter(x=times, y=equity - peak, name=f"{run.label} drawdown", fill="tozeroy",
+                                 line=dict(color=colour, width=1)), row=2, col=1)
+    fig.update_yaxes(title_text="equity", row=1, col=1)
+    fig.update_yaxes(title_text="drawdown", row=2, col=1)
+    plots.append(("equity", "Equity and drawdown", layout(fig, 480)))
+
+    fig = go.Figure()
+    for run, colour in zip(runs, colours, strict=False):
+        for symbol, qty in sorted(run.position.items()):
+            if any(q for q in qty if not math.isnan(q)):
+                fig.add_trace(go.Scatter(x=_time(run.ts), y=qty, name=f"{run.label} {symbol}", line=dict(
+                    color=colour, shape="hv")))
+    plots.append(("positions", "Positions over time", layout(fig, yaxis_title="quantity")))
+
+    fig = go.Figure()
+    base = runs[0]
+    traded = sorted({f[1] for run in runs for f in run.fills}) or sorted(base.mid)[:1]
+    for symbol in traded:
+        if symbol in base.mid:
+            fig.add_trace(go.Scatter(x=_time(base.ts), y=base.mid[symbol], name=f"{symbol} mid",
+                                     line=dict(color="#999", width=1)))
+        for run, colour in zip(runs, colours, strict=False):
+            fills = [f for f in run.fills if f[1] == symbol]
+            step = max(1, len(fills) // MAX_MARKERS)
+            for side, marker in (("BUY", "triangle-up"), ("SELL", "triangle-down")):
+                shown = [f for f in fills[::step] if f[2] == side]
+                fig.add_trace(go.Scatter(
+                    x=_time([f[0] for f in shown]), y=[f[4] for f in shown], mode="markers",
+                    name=f"{run.label} {symbol} {side.lower()}s", marker=dict(
+                        symbol=marker, size=8, color="#2ca02c" if side == "BUY" else "#d62728",
+                        line=dict(color=colour, width=1)),
+                    text=[f"{f[3]:g} @ {f[4]:g}, commission {f[5]:g}" for f in shown]))
+    plots.append(("trades", "Trades on the price", layout(fig, 420, yaxis_title="price")))
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(
+        "Returns per period (bp of capital)", "Round trips' PnL, in order"))
+    for run, fg, colour in zip(runs, figures, colours, strict=False):
+        ts = np.asarray(run.ts, dtype=np.int64)
+        equity = np.asarray(run.equity.get(fg.currency, [0.0] * len(ts)))
+        r = performance.returns(performance.sample(ts, equity, run.start, fg.period_ns), fg.capital) * 1e4
+        fig.add_trace(go.Histogram(x=r, name=f"{run.label} returns", marker_color=colour, opacity=0.7), row=1, col=1)
+        pnls = [p for _, _, c, p in run.trips if c == fg.currency]
+        fig.add_trace(go.Bar(y=pnls, name=f"{run.label} round trips", marker_color=[
+            "#2ca02c" if p > 0 else "#d62728" for p in pnls]), row=1, col=2)
+    plots.append(("outcomes", "PnL distribution and per-trade outcomes", layout(fig, 380, barmode="overlay")))
+    fig.update_layout(legend=dict(orientation="h", y=-0.15), margin=dict(t=40))
+
+    fig = go.Figure()
+    for run, colour in zip(runs, colours, strict=False):
+        paid = np.cumsum([f[5] for f in run.fills])
+        fig.add_trace(go.Scatter(x=_time([f[0] for f in run.fills]), y=paid, name=f"{run.label} commissions",
+                                 line=dict(color=colour, shape="hv")))
+    plots.append(("commissions", "Commissions paid (cumulative)", layout(fig, 300)))
+
+    fig = go.Figure()
+    for run, colour in zip(runs, colours, strict=False):
+        fig.add_trace(go.Scatter(
+            x=_time([d[0] for d in run.denials]), y=[f"denied: {d[2]}" for d in run.denials], mode="markers",
+            name=f"{run.label} denials",
+            marker=dict(color=colour, size=[6 + min(10, math.log2(d[3])) for d in run.denials]),
+            text=[f"{d[1]}: {d[3]} denial(s)" for d in run.denials]))
+        fig.add_trace(go.Scatter(
+            x=_time([s[0] for s in run.states]), y=[s[1] for s in run.states], mode="markers",
+            name=f"{run.label} state changes", marker=dict(color=colour, symbol="diamond", size=10),
+            text=[s[2] for s in run.states]))
+    span = [_time([min(r.start for r in runs)])[0], _time([max(r.end for r in runs)])[0]]
+    plots.append(("timeline", "Risk denials, breakers and trading state", layout(fig, 340, xaxis_range=span)))
+
+    if any(run.latencies_ms for run in runs):
+        fig = go.Figure()
+        for run, colour in zip(runs, colours, strict=False):
+            fig.add_trace(go.Histogram(x=run.latencies_ms, name=f"{run.label} command to acknowledgement (ms)",
+                                       marker_color=colour, opacity=0.7))
+        plots.append(("latency", "Order latency, command to acknowledgement", layout(fig, 300, barmode="overlay")))
+
+    if any(run.scores for run in runs):
+        fig = go.Figure()
+        for run, colour in zip(runs, colours, strict=False):
+            xs, ys = _score_outcomes(run)
+            fig.add_trace(go.Scattergl(x=xs, y=ys, mode="markers", name=f"{run.label} scores",
+                                       marker=dict(color=colour, size=4, opacity=0.5)))
+        plots.append(("scores", "Model scores against outcomes (forecast and realised log return)",
+                      layout(fig, 380, xaxis_title="score (median quantile, first horizon)",
+                             yaxis_title="realised log return over the horizon")))
+
+    body = [f"<h1>{html.escape(title)}</h1>", _header(runs, figures), _metrics_table(runs, figures)]
+    for div_id, heading, figure in plots:
+        body.append(f"<h2>{html.escape(heading)}</h2>")
+        body.append(pio.to_html(figure, full_html=False, include_plotlyjs=False, div_id=f"fig-{div_id}",
+                                config={"displaylogo": False}))
+    body.append(_denial_table(runs))
+    body.append(f"<h2>Conventions</h2><div class='note'>{_conventions(figures)}</div>")
+    page = (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style>"
+        f"<script type='text/javascript'>{plotly.offline.get_plotlyjs()}</script></head>"
+        f"<body data-figures='{len(plots)}'>{''.join(body)}</body></html>"
+    )
+    path.write_text(page, encoding="utf-8")
+
+
+def _score_outcomes(run: Run) -> tuple[list[float], list[float]]:
+    xs, ys = [], []
+    for _, symbol, score, index, horizon in run.scores:
+        mids = run.mids_by_symbol.get(symbol, [])
+        if 0 <= index and index + horizon < len(mids) and mids[index] > 0:
+            xs.append(score)
+            ys.append(math.log(mids[index + horizon] / mids[index]))
+    return xs, ys
+
+
+def _header(runs: Sequence[Run], figures: Sequence[Figures]) -> str:
+    rows = []
+    for run in runs:
+        span = f"{_time([run.start])[0]} to {_time([run.end])[0]}" if run.events else "no events in the window"
+        where = ", ".join(f"{k} {v}" for k, v in sorted(run.fingerprint.items()) if k in ("foxhunt", "kernel", "host"))
+        rows.append(f"<li><b>{html.escape(run.label)}</b>: {span}, {run.events} inputs, {run.clock} clock"
+                    f"{', ' + html.escape(where) if where else ''}</li>")
+    return f"<ul class='runs'>{''.join(rows)}</ul>"
+
+
+def _metrics_table(runs: Sequence[Run], figures: Sequence[Figures]) -> str:
+    head = "".join(f"<th>{html.escape(run.label)}</th>" for run in runs)
+    rows = []
+    for key, label in _SUMMARY:
+        cells = "".join(f"<td data-run='{i}' data-summary='{key}'>{html.escape(_summary_text(run.summary.get(key)))}"
+                        "</td>" for i, run in enumerate(runs))
+        rows.append(f"<tr><th>{label}</th>{cells}</tr>")
+    for key, label, how in _METRICS:
+        cells = "".join(f"<td data-run='{i}' data-metric='{key}' data-value='{fg.metrics.get(key)!r}'>"
+                        f"{_fmt(fg.metrics.get(key, math.nan), how)}</td>" for i, fg in enumerate(figures))
+        rows.append(f"<tr><th>{label}</th>{cells}</tr>")
+    return f"<h2>Summary and metrics</h2><table class='metrics'><tr><th></th>{head}</tr>{''.join(rows)}</table>"
+
+
+def _summary_text(value: object) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items()) or "-"
+    return "-" if value is None else str(value)
+
+
+def _denial_table(runs: Sequence[Run]) -> str:
+    rows = []
+    for run in runs:
+        counts: Counter[tuple[str, str]] = Counter()
+        for _, symbol, reason, n in run.denials:
+            counts[(symbol, reason)] += n
+        for (symbol, reason), n in counts.most_common():
+            rows.append(f"<tr><td>{html.escape(run.label)}</td><td>{html.escape(symbol)}</td>"
+                        f"<td>{html.escape(reason)}</td><td data-denials='{n}'>{n}</td></tr>")
+    if not rows:
+        return "<h2>Why orders were denied</h2><p>No order was denied.</p>"
+    return ("<h2>Why orders were denied</h2><table class='denials'><tr><th>run</th><th>symbol</th><th>reason</th>"
+            f"<th>denials</th></tr>{''.join(rows)}</table>")
+
+
+def _conventions(figures: Sequence[Figures]) -> str:
+    fg = figures[0]
+    period = dt.timedelta(seconds=fg.period_ns / 1e9)
+    capital = ", ".join(f"{f.capital:,.2f} {f.currency} ({html.escape(f.capital_source)})" for f in figures)
+    per_year = performance.YEAR_NS / fg.period_ns
+    return (
+        f"Returns are the equity's change in {fg.currency} over each period of {period}, divided by the capital"
+        f" base: {capital}; not compounded within the run. Annualised by calendar time: {per_year:,.0f}"
+        " periods a year (365 days, markets open around the clock). Annualised return"
+        " compounds the total over the years the run spans; volatility is the sample standard deviation (ddof 1)"
+        " times the square root of the periods a year; Sharpe the mean over that deviation, annualised, with no"
+        " risk-free rate; Sortino the annualised mean over the annualised downside deviation; Calmar the"
+        " annualised return over the maximum drawdown of the compounded return index (empyrical's definitions)."
+        " Hit rate and profit factor are over round trips (flat to flat). Turnover is the traded notional over"
+        " the capital; exposure the share of the run's time with a position open. The equity starts at 0 at the"
+        " window's first input; PnL figures in the table are the kernel's at the journal's end."
+    )
+
+
+_CSS = (
+    "body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#222}"
+    "h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}"
+    "table{border-collapse:collapse}td,th{padding:3px 10px;border-bottom:1px solid #eee;text-align:right}"
+    "th:first-child{text-align:left}.note{color:#555;font-size:.9em;max-width:900px}ul.runs{color:#444}"
+)
