@@ -108,6 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
     arc.add_argument("--to", required=True, metavar="DIR", help="where the files go")
     res = jr.add_parser("restore", parents=[common], help="bring a journal's archived ranges back into the database")
     res.add_argument("journal", metavar="NAME")
+    exp = jr.add_parser("export", parents=[common],
+                        help="write a journal's events as a table: one row per event, its fields as typed columns")
+    exp.add_argument("journal", metavar="NAME")
+    exp.add_argument("--to", required=True, dest="out", metavar="FILE",
+                     help="FILE.parquet (or .pq) or FILE.csv: the name says the format")
+    exp.add_argument("--kinds", metavar="KIND,KIND,...", help="only these kinds of event, e.g. QuoteTick,OrderFilled")
+    exp.add_argument("--from", dest="start", type=_timestamp, metavar="TIME",
+                     help="events from this time on (ISO 8601, UTC unless it says otherwise)")
+    exp.add_argument("--until", dest="end", type=_timestamp, metavar="TIME", help="events before this time")
+    exp.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     snap = jr.add_parser("snapshot", parents=[common],
                          help="store the journal's kernel state, so that start-up feeds only the inputs after it")
     snap.add_argument("journal", metavar="NAME")
@@ -342,6 +352,15 @@ def cmd_journal(args: argparse.Namespace, cfg: config.Config) -> int:
         if args.action == "list":
             for info in await store.list():
                 print(f"{info.name}\t{info.events} events\tcreated {info.created_at}\tconfig {info.config_digest}")
+            return
+        if args.action == "export":
+            from foxhunt.runtime.export import export, kinds_of
+
+            kinds = kinds_of(args.kinds)
+            total = (await store.info(args.journal)).last_seq
+            with _bar(f"exporting {args.journal}", total, args.json, "events") as progress:
+                done = await export(store, args.journal, Path(args.out), kinds, args.start, args.end, progress)
+            _print_summary(done, args.json)
             return
         if args.action == "show":
             await store.info(args.journal)

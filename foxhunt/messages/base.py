@@ -15,7 +15,7 @@ import msgspec
 from foxhunt.messages.fixed_point import SCALE, SCALE_DIGITS, format_fixed, mul, parse_fixed
 
 __all__ = [
-    "REGISTRY", "SCALE", "SCALE_DIGITS", "Derived", "Enum", "Input", "Message", "format_fixed", "mul", "nanos",
+    "COUNT_FIELDS", "FIXED_POINT_FIELDS", "REGISTRY", "SCALE", "SCALE_DIGITS", "Derived", "Enum", "Input", "Message", "format_fixed", "mul", "nanos",
     "parse_fixed",
 ]
 
@@ -33,6 +33,20 @@ class Enum(enum.Enum):
 
     __hash__ = object.__hash__
 
+
+# The integer fields that hold fixed-point numbers (nanos of a price, a quantity or money) wherever a message
+# has them; every other integer field counts something (nanoseconds, sequence numbers, repeats). An export
+# writes these as decimals (runtime/export.py); tests/unit/test_export.py checks that every integer field of
+# every message is one or the other, so a new field is classified when it is declared.
+FIXED_POINT_FIELDS = frozenset({
+    "ask", "ask_size", "avg_price", "bid", "bid_size", "cash", "close", "commission", "commissions", "cum_qty",
+    "high", "last_price", "last_qty", "leaves_qty", "low", "open", "previous", "price", "quantity", "realized_pnl",
+    "size", "target", "trigger_price", "volume",
+})
+COUNT_FIELDS = frozenset({
+    "as_of", "count", "interval_ns", "latency_ns", "operator_uid", "outage_ns", "repeats", "run_id", "seed",
+    "since_ns", "step_ns", "ts_event", "ts_init",
+})
 
 # Every message type, in the order declared: a class that derives from Input or Derived registers itself
 # (a base named with a leading underscore does not), and the codec decodes what is registered here, so a
