@@ -15,7 +15,8 @@ import msgspec
 from foxhunt.messages.fixed_point import SCALE, SCALE_DIGITS, format_fixed, mul, parse_fixed
 
 __all__ = [
-    "COUNT_FIELDS", "FIXED_POINT_FIELDS", "REGISTRY", "SCALE", "SCALE_DIGITS", "Derived", "Enum", "Input", "Message", "format_fixed", "mul", "nanos",
+    "COUNT_FIELDS", "FIXED_POINT_FIELDS", "REGISTRY", "SCALE", "SCALE_DIGITS", "Derived", "Enum", "Input", "Message",
+    "format_fixed", "mul", "nanos",
     "parse_fixed",
 ]
 

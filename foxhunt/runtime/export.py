@@ -1,13 +1,13 @@
 """`foxhunt journal export NAME --to FILE.parquet|FILE.csv [--kinds K,...] [--from TIME] [--to TIME]`: a journal
 as a table for pandas, polars or a spreadsheet, one row per event.
 
-The columns: `seq`, `causation` (the input's seq for a derived event, empty for an input), `kind`,
-`ts_event` and `ts_init` (Arrow timestamps in nanoseconds, UTC), then every field of the kinds exported,
-typed: a fixed-point number (a price, a quantity, money: messages/base.py, FIXED_POINT_FIELDS) as an exact
-decimal of 9 places, a count as an integer, a float, a boolean or a text as itself, an enumeration as its
-value (as `journal show` prints it), and anything nested (a list, a map, bytes) as JSON text. A field that two kinds give different types
-(`previous` is a position of TargetChanged and a state of TradingStateChanged) is text in both. A row
-leaves empty the fields its kind does not have. The events are read page by page and held as Arrow
+The columns: `seq`, `causation` (the input's seq for a derived event, empty for an input), `kind`, `ts_event`
+and `ts_init` (Arrow timestamps in nanoseconds, UTC), then every field of the kinds exported, typed: a fixed-
+point number (a price, a quantity, money: messages/base.py, FIXED_POINT_FIELDS) as an exact decimal of 9
+places, a count as an integer, a float, a boolean or a text as itself, an enumeration as its value (as
+`journal show` prints it), and anything nested (a list, a map, bytes) as JSON text. A field that two kinds
+give different types (`previous` is a position of TargetChanged and a state of TradingStateChanged) is text in
+both. A row leaves empty the fields its kind does not have. The events are read page by page and held as Arrow
 columns until written (about 100 bytes an event): `--kinds` and a time window keep a large export small.
 """
 

@@ -88,7 +88,8 @@ def test_parquet_and_csv_exports_hold_every_event_exactly(cli_env, recorded, tmp
 def test_export_refusals_name_what_was_wrong(cli_env, recorded, tmp_path):
     name, _ = recorded
     for args, message in (
-        (["--to", str(tmp_path / "x.xlsx")], r"x\.xlsx: the file's name says its format: \.parquet \(or \.pq\) or \.csv"),
+        (["--to", str(tmp_path / "x.xlsx")],
+         r"x\.xlsx: the file's name says its format: \.parquet \(or \.pq\) or \.csv"),
         (["--to", str(tmp_path / "x.csv"), "--kinds", "QuoteTick,Fils"], "unknown kind.*Fils"),
         (["--to", str(tmp_path / "missing" / "x.csv")], "cannot write"),
     ):
@@ -112,7 +113,8 @@ def test_the_sql_views_give_the_journals_events(cli_env, recorded, pg_dsn):
                              " WHERE journal = %s ORDER BY seq", (name,)).fetchall()
         denials = conn.execute("SELECT reason, sum(denials) FROM journal_denials WHERE journal = %s GROUP BY 1",
                                (name,)).fetchall()
-        states = conn.execute("SELECT state, previous FROM journal_state_changes WHERE journal = %s", (name,)).fetchall()
+        states = conn.execute("SELECT state, previous FROM journal_state_changes WHERE journal = %s",
+                              (name,)).fetchall()
         quotes = conn.execute("SELECT count(*), sum(bid), min(ask) FROM journal_quotes WHERE journal = %s",
                               (name,)).fetchone()
         runs = conn.execute("SELECT kind, clock, fingerprint->>'kernel' FROM journal_runs WHERE journal = %s"
