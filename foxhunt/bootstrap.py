@@ -314,12 +314,13 @@ def resolve_dsn(cfg: Config) -> str:
     return cfg.journal.dsn or embedded_cluster(cfg).start()
 
 
-def archive_journal(cfg: Config, name: str, through_seq: int, directory: Path) -> list[partitions.Archive]:
+def archive_journal(cfg: Config, name: str, through_seq: int, directory: Path,
+                    progress: Callable[[int, int], None] | None = None) -> list[partitions.Archive]:
     """`foxhunt journal archive`: the journal's whole old ranges out of the database (docs/journal.md). A
     traded journal keeps what its next start-up needs: nothing after its newest usable snapshot goes."""
     dsn = resolve_dsn(cfg)
     through_seq = anyio.run(_archivable_through, cfg, dsn, name, through_seq)
-    return partitions.archive(dsn, name, through_seq, directory)
+    return partitions.archive(dsn, name, through_seq, directory, progress)
 
 
 async def _archivable_through(cfg: Config, dsn: str, name: str, through_seq: int) -> int:
@@ -340,21 +341,26 @@ async def _archivable_through(cfg: Config, dsn: str, name: str, through_seq: int
     return min(through_seq, usable[0])
 
 
-def snapshot_journal(cfg: Config, name: str) -> tuple[Snapshot, Recovery]:
-    """`foxhunt journal snapshot`: the journal's kernel after its last committed input, stored for start-up."""
+def snapshot_journal(cfg: Config, name: str, progress: Callable[[int, int], None] | None = None
+                     ) -> tuple[Snapshot, Recovery]:
+    """`foxhunt journal snapshot`: the journal's kernel after its last committed input, stored for start-up;
+    `progress` hears (sequence number reached, the journal's last)."""
 
     async def go():
         store = await open_store(cfg, resolve_dsn(cfg))
-        return await snapshot(store, name, await kernel_config(store, name))
+        last = (await store.info(name)).last_seq
+        return await snapshot(store, name, await kernel_config(store, name),
+                              None if progress is None else lambda seq: progress(seq, last))
 
     return anyio.run(go)
 
 
-def restore_journal(cfg: Config, name: str) -> list[partitions.Archive]:
+def restore_journal(cfg: Config, name: str, progress: Callable[[int, int], None] | None = None
+                    ) -> list[partitions.Archive]:
     """`foxhunt journal restore`: the journal's archived ranges back into the database."""
     dsn = resolve_dsn(cfg)
     anyio.run(migrate, dsn)
-    return partitions.restore(dsn, name)
+    return partitions.restore(dsn, name, progress)
 
 
 async def open_store(cfg: Config, dsn: str) -> PostgresJournalStore:

@@ -330,16 +330,18 @@ def cmd_ingest(args: argparse.Namespace, cfg: config.Config) -> int:
 
 def cmd_journal(args: argparse.Namespace, cfg: config.Config) -> int:
     if args.action == "snapshot":
-        taken, recovery = bootstrap.snapshot_journal(cfg, args.journal)
+        with _bar(f"snapshot of {args.journal}", None, False, "events") as progress:
+            taken, recovery = bootstrap.snapshot_journal(cfg, args.journal, progress)
         since = f"snapshot at seq {recovery.snapshot.seq}" if recovery.snapshot else "the journal's start"
         print(f"snapshot\tseq {taken.seq}\t{taken.inputs} inputs ({recovery.inputs} fed from {since})"
               f"\t{len(taken.state)} bytes\tstate {taken.state_digest}")
         return EXIT_OK
     if args.action in ("archive", "restore"):
-        if args.action == "archive":
-            done = bootstrap.archive_journal(cfg, args.journal, args.through, Path(args.to))
-        else:
-            done = bootstrap.restore_journal(cfg, args.journal)
+        with _bar(f"{args.action[:-1]}ing {args.journal}", None, False, "events") as progress:
+            if args.action == "archive":
+                done = bootstrap.archive_journal(cfg, args.journal, args.through, Path(args.to), progress)
+            else:
+                done = bootstrap.restore_journal(cfg, args.journal, progress)
         for entry in done:
             print(f"{args.action}d\t{entry.from_seq}-{entry.to_seq}\t{entry.location}\tsha256 {entry.sha256}")
         if not done:
@@ -640,11 +642,12 @@ def _progress(what: str, total: int, quiet: bool):
     if quiet or not sys.stderr.isatty():
         yield None
         return
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
                TextColumn("{task.fields[loss]}"), TimeRemainingColumn())
-    with Progress(*columns) as bar:
+    with Progress(*columns, console=Console(stderr=True)) as bar:
         task = bar.add_task(what, total=total, loss="", rate="")
         started = time.monotonic()
 
@@ -661,22 +664,25 @@ def _progress(what: str, total: int, quiet: bool):
 @contextmanager
 def _bar(what: str, total: int | None, quiet: bool, unit: str):
     """A progress bar (rich) of a long command on a terminal, with its rate and time left; yields
-    `update(done)`, which does nothing where no bar shows (stderr not a terminal: a pipe, a log, systemd;
-    or the output is JSON)."""
+    `update(done, total=None)` (a total learnt on the way replaces `total`), which does nothing where no bar
+    shows (stderr not a terminal: a pipe, a log, systemd; or the output is JSON)."""
     if quiet or not sys.stderr.isatty():
-        yield lambda done: None
+        yield lambda done, total=None: None
         return
+    from rich.console import Console
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
                TextColumn("{task.fields[rate]}"), TimeRemainingColumn())
-    with Progress(*columns, transient=False) as bar:
+    with Progress(*columns, console=Console(stderr=True)) as bar:
         task = bar.add_task(what, total=total, rate="")
         started = time.monotonic()
 
-        def update(done: int) -> None:
+        def update(done: int, total: int | None = None) -> None:
             rate = done / max(time.monotonic() - started, 1e-9)
             shown = f"{rate / 2**20:,.1f} MiB/s" if unit == "bytes" else f"{rate:,.0f} {unit}/s"
+            if total is not None:
+                bar.update(task, total=total)
             bar.update(task, completed=done, rate=shown)
 
         yield update

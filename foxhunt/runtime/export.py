@@ -1,5 +1,5 @@
-"""`foxhunt journal export NAME --to FILE.parquet|FILE.csv [--kinds K,...] [--from TIME] [--to TIME]`: a journal
-as a table for pandas, polars or a spreadsheet, one row per event.
+"""`foxhunt journal export NAME --to FILE.parquet|FILE.csv [--kinds K,...] [--from TIME] [--until TIME]`: a
+journal as a table for pandas, polars or a spreadsheet, one row per event.
 
 The columns: `seq`, `causation` (the input's seq for a derived event, empty for an input), `kind`, `ts_event`
 and `ts_init` (Arrow timestamps in nanoseconds, UTC), then every field of the kinds exported, typed: a fixed-

@@ -75,10 +75,12 @@ class Recovery:
 
 
 async def recover(
-    store: JournalStore, name: str, built_with: TradingConfig, upto: int, *, use_snapshots: bool = True
+    store: JournalStore, name: str, built_with: TradingConfig, upto: int, *, use_snapshots: bool = True,
+    progress: Callable[[int], None] | None = None,
 ) -> Recovery:
     """The kernel of journal `name` after its inputs up to `upto`: restored from the newest snapshot that
-    can stand in for the inputs it holds (runtime/snapshots.py), then fed the inputs after it."""
+    can stand in for the inputs it holds (runtime/snapshots.py), then fed the inputs after it. `progress`
+    hears the sequence number reached, page by page."""
     kernel, after, used, skipped = None, 0, None, []
     for snapshot in (await store.snapshots(name)) if use_snapshots and upto else ():
         why = "beyond the journal's end" if snapshot.seq > upto else snapshots.unusable(snapshot, built_with)
@@ -101,6 +103,8 @@ async def recover(
                     if record.causation is None:
                         kernel.handle(record.seq, record.message)
                         inputs += 1
+                if progress is not None and page:
+                    progress(page[-1].seq)
     except JournalArchived as e:
         why = "; ".join(skipped) or f"there is none (take one before archiving: `foxhunt journal snapshot {name}`)"
         raise JournalArchived(f"{e}; start-up needs them or a usable snapshot after them, and {why}") from e
@@ -126,11 +130,12 @@ async def _in_place(store: JournalStore, name: str, kernel: Kernel, snapshot: Sn
         return
 
 
-async def snapshot(store: JournalStore, name: str, built_with: TradingConfig) -> tuple[Snapshot, Recovery]:
+async def snapshot(store: JournalStore, name: str, built_with: TradingConfig,
+                   progress: Callable[[int], None] | None = None) -> tuple[Snapshot, Recovery]:
     """`foxhunt journal snapshot`: the kernel after the journal's last committed input, stored (from the
     newest usable snapshot and the inputs after it, so a regular snapshot costs only what came since)."""
     upto = (await store.info(name)).last_seq
-    recovery = await recover(store, name, built_with, upto)
+    recovery = await recover(store, name, built_with, upto, progress=progress)
     taken = snapshots.take(recovery.kernel, upto, recovery.total_inputs, built_with)
     await store.save_snapshot(name, taken, snapshots.KEEP)
     return taken, recovery

@@ -223,7 +223,7 @@ async def test_the_partitioning_migration_moves_an_existing_journal_intact(pg_ds
             with conn.cursor().copy("COPY events FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
-        assert await migrate(dsn) == ["0003_partitions.sql", "0004_snapshots.sql"]
+        assert await migrate(dsn) == [path.name for _, path in migration_files()[2:]]
         with psycopg.connect(dsn) as conn:
             after = conn.execute("SELECT * FROM events ORDER BY journal_id, seq").fetchall()
             parted = conn.execute("SELECT count(*) FROM pg_partitioned_table p JOIN pg_class c ON c.oid = p.partrelid"

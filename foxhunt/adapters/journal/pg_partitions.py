@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,20 +108,23 @@ def _journal(conn: psycopg.Connection, name: str) -> tuple[int, int, int]:
     return journal_id, span, last
 
 
-def archive(dsn: str, name: str, through_seq: int, directory: Path) -> list[Archive]:
+def archive(dsn: str, name: str, through_seq: int, directory: Path,
+            progress: Callable[[int, int], None] | None = None) -> list[Archive]:
     """Archive every whole range of journal `name` that ends at or before `through_seq` and that the
     journal has filled (never the range it is writing); return what was archived. Safe while a writer runs:
-    a filled range is never written again (detaching one holds the writer up for milliseconds)."""
+    a filled range is never written again (detaching one holds the writer up for milliseconds). `progress`
+    hears (events archived, events to archive) after each range."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        return _archive(dsn, name, through_seq, directory)
+        return _archive(dsn, name, through_seq, directory, progress)
     except psycopg.Error as e:
         raise unavailable(e, dsn, f"archiving journal {name!r}") from e
     except OSError as e:  # nothing was dropped: a range goes only once its file is written and synced
         raise JournalError(f"archiving journal {name!r} into {directory}: {e}") from None
 
 
-def _archive(dsn: str, name: str, through_seq: int, directory: Path) -> list[Archive]:
+def _archive(dsn: str, name: str, through_seq: int, directory: Path,
+             progress: Callable[[int, int], None] | None) -> list[Archive]:
     done: list[Archive] = []
     with psycopg.connect(dsn, autocommit=True, application_name="foxhunt archive") as conn:
         journal_id, span, last = _journal(conn, name)
@@ -128,7 +132,9 @@ def _archive(dsn: str, name: str, through_seq: int, directory: Path) -> list[Arc
         retained_from = earlier[-1].to_seq + 1 if earlier else 1
         # whole ranges only, and never the one holding the last event: the writer may still be filling it
         end = min(through_seq, last - 1)
-        for index in range(range_index(retained_from, span), range_index(end + 1, span)):
+        ranges = range(range_index(retained_from, span), range_index(end + 1, span))
+        whole = [i for i in ranges if (i + 1) * span <= end]
+        for index in ranges:
             lo, hi = index * span + 1, (index + 1) * span  # inclusive
             if hi > end:
                 break
@@ -147,6 +153,8 @@ def _archive(dsn: str, name: str, through_seq: int, directory: Path) -> list[Arc
                     _journal_table(journal_id), _range_table(journal_id, index)))
                 conn.execute(sql.SQL("DROP TABLE {}").format(_range_table(journal_id, index)))
             done.append(entry)
+            if progress is not None:
+                progress(len(done) * span, len(whole) * span)
     return done
 
 
@@ -171,20 +179,23 @@ def _copy_out(conn: psycopg.Connection, journal_id: int, index: int, path: Path)
     return digest.hexdigest(), rows
 
 
-def restore(dsn: str, name: str) -> list[Archive]:
+def restore(dsn: str, name: str, progress: Callable[[int, int], None] | None = None) -> list[Archive]:
     """Bring every archived range of journal `name` back into the database, each in one transaction, after
-    checking its file against the recorded checksum; return what was restored."""
+    checking its file against the recorded checksum; return what was restored. `progress` hears (events
+    restored, events to restore) after each range."""
     try:
-        return _restore(dsn, name)
+        return _restore(dsn, name, progress)
     except psycopg.Error as e:
         raise unavailable(e, dsn, f"restoring journal {name!r}") from e
 
 
-def _restore(dsn: str, name: str) -> list[Archive]:
+def _restore(dsn: str, name: str, progress: Callable[[int, int], None] | None) -> list[Archive]:
     done: list[Archive] = []
     with psycopg.connect(dsn, autocommit=True, application_name="foxhunt restore") as conn:
         journal_id, span, _ = _journal(conn, name)
-        for entry in archives(conn, journal_id):
+        entries = archives(conn, journal_id)
+        total = sum(e.to_seq - e.from_seq + 1 for e in entries)
+        for entry in entries:
             path = Path(entry.location)
             try:
                 data = path.read_bytes()
@@ -205,4 +216,6 @@ def _restore(dsn: str, name: str) -> list[Archive]:
                 conn.execute("DELETE FROM journal_archives WHERE journal_id = %s AND from_seq = %s",
                              (journal_id, entry.from_seq))
             done.append(entry)
+            if progress is not None:
+                progress(sum(e.to_seq - e.from_seq + 1 for e in done), total)
     return done
