@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 import math
+from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from contextlib import aclosing
@@ -40,7 +41,7 @@ from foxhunt.messages.orders import (
     OrderPartiallyFilled,
     SubmitOrder,
 )
-from foxhunt.messages.scores import ModelScored
+from foxhunt.messages.scores import ModelScored, ModelsLoaded
 from foxhunt.messages.system import (
     ClockHeld,
     FeedGap,
@@ -80,7 +81,8 @@ class Run:
     states: list[tuple[int, str, str]] = field(default_factory=list)  # ts, what, detail
     latencies_ms: list[float] = field(default_factory=list)
     scores: list[tuple[int, str, float, int, int]] = field(default_factory=list)  # ts, symbol, score, index, horizon
-    mids_by_symbol: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # scored symbols only
+    # every market data event's mid per symbol, from a run's ModelsLoaded on (a run that scores), to meet the scores
+    mids_by_symbol: dict[str, array[float]] = field(default_factory=lambda: defaultdict(lambda: array("d")))
     exposed_ns: int = 0
     peak_gross: float = 0.0
     summary: dict[str, object] = field(default_factory=dict)  # the kernel's end-of-run summary figures
@@ -101,8 +103,7 @@ class Tracker:
         self.orders: dict[str, int] = {}  # order id -> when the command was decided (wall clock runs)
         self.cause_ts = 0
         self.trip: dict[str, tuple[int, int]] = {}  # symbol -> (realized - commissions at the trip's open, sign)
-        self.scored = set[str]()
-        self.market_count: Counter[str] = Counter()
+        self.scoring = False  # a ModelsLoaded came: mids are kept to meet the scores
         self.pending = False  # an input was taken whose resulting state is not sampled yet
 
     def append(self, message: Message, causation: int | None = None) -> int:
@@ -142,9 +143,10 @@ class Tracker:
             self.last_ts = ts
             self.pending = True
         if kind is QuoteTick or kind is TradeTick or kind is Bar:
-            self.market_count[msg.symbol] += 1
-            if msg.symbol in self.scored:
+            if self.scoring:
                 self.run.mids_by_symbol[msg.symbol].append(_mid(msg))
+        elif kind is ModelsLoaded:
+            self.scoring = True
         elif kind is OrderFilled or kind is OrderPartiallyFilled:
             if inside:
                 qty, price = msg.last_qty / SCALE, msg.last_price / SCALE
@@ -161,8 +163,7 @@ class Tracker:
         elif kind is ModelScored:
             if inside and msg.outputs:
                 middle = len(msg.quantiles) // 2
-                self.scored.add(msg.symbol)
-                index = len(self.run.mids_by_symbol[msg.symbol]) - 1
+                index = len(self.run.mids_by_symbol[msg.symbol]) - 1  # the market data the score is as of
                 self.run.scores.append((ts, msg.symbol, float(msg.outputs[middle]), index, msg.horizons[0]))
         elif inside and kind in (ClockHeld, FeedGap, VenueDisconnected, RunStopped):
             detail = getattr(msg, "reason", "") or getattr(msg, "source", "")
@@ -381,7 +382,7 @@ _METRICS = [
     ("calmar", "Calmar", "num"), ("max_drawdown", "Maximum drawdown", "pct"),
     ("max_drawdown_duration_s", "Maximum drawdown duration", "duration"), ("hit_rate", "Hit rate", "pct"),
     ("profit_factor", "Profit factor", "num"), ("round_trips", "Round trips", "int"), ("turnover", "Turnover", "x"),
-    ("exposure", "Exposure (time with a position)", "pct"),
+    ("exposure", "Exposure (time with a position)", "pct"), ("periods", "Returns measured", "int"),
 ]
 _SUMMARY = [("pnl", "PnL"), ("realized_pnl", "Realised PnL"), ("commissions", "Commissions"), ("fills", "Fills"),
             ("orders", "Orders"), ("denied", "Denied"), ("max_drawdown", "Max drawdown (money)"),
@@ -560,6 +561,9 @@ def _metrics_table(runs: Sequence[Run], figures: Sequence[Figures]) -> str:
         cells = "".join(f"<td data-run='{i}' data-metric='{key}' data-value='{fg.metrics.get(key)!r}'>"
                         f"{_fmt(fg.metrics.get(key, math.nan), how)}</td>" for i, fg in enumerate(figures))
         rows.append(f"<tr><th>{label}</th>{cells}</tr>")
+    cells = "".join(f"<td data-run='{i}'>{dt.timedelta(seconds=fg.period_ns / 1e9)}, on {fg.capital:,.2f} {fg.currency}"
+                    "</td>" for i, fg in enumerate(figures))
+    rows.append(f"<tr><th>Return period, on capital</th>{cells}</tr>")
     return f"<h2>Summary and metrics</h2><table class='metrics'><tr><th></th>{head}</tr>{''.join(rows)}</table>"
 
 

@@ -23,7 +23,8 @@ def tardis_trades(path, rows: int) -> None:
     for i in range(rows):
         price = round(price + (0.5 if (i * 7919) % 13 < 6 else -0.5), 2)
         ts = 1577836800_000_000 + 250_000 * i
-        lines.append(f"binance,BTCUSDT,{ts},{ts + 900},{1000 + i},{'buy' if i % 3 else 'sell'},{price:.2f},0.0{i % 9 + 1}")
+        side = "buy" if i % 3 else "sell"
+        lines.append(f"binance,BTCUSDT,{ts},{ts + 900},{1000 + i},{side},{price:.2f},0.0{i % 9 + 1}")
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -32,7 +33,8 @@ def test_tardis_trades_ingested_with_an_instrument_declared_on_the_command_line(
     tardis_trades(data, 3000)
     refused = foxhunt("ingest", str(data), "--journal", journal_name, env=cli_env)
     assert refused.returncode == 2
-    assert "symbol 'BTCUSDT' is not a configured instrument" in refused.stderr and "--instrument BTCUSDT:" in refused.stderr
+    assert "symbol 'BTCUSDT' is not a configured instrument" in refused.stderr
+    assert "--instrument BTCUSDT:" in refused.stderr
     loaded = summary("ingest", str(data), "--journal", journal_name, "--instrument", BTC, env=cli_env)
     assert loaded["rows"] == 3000 and loaded["gaps"] == 0
     # the journal keeps the declared instrument: its backtest needs no declaration
@@ -71,8 +73,8 @@ def test_progress_bars_show_on_a_terminal_only(cli_env, journal_name):
     ok("run", "--journal", journal_name, "--feed", "synthetic:seed=3,n=20000", "--clock", "feed", env=cli_env)
     leader, follower = pty.openpty()
     try:
-        done = subprocess.run([sys.executable, "-m", "foxhunt", "replay", journal_name], env=cli_env | {"COLUMNS": "120"},
-                              stdout=subprocess.PIPE, stderr=follower, timeout=120)
+        done = subprocess.run([sys.executable, "-m", "foxhunt", "replay", journal_name],
+                              env=cli_env | {"COLUMNS": "120"}, stdout=subprocess.PIPE, stderr=follower, timeout=120)
         os.close(follower)
         follower = -1
         shown = b""

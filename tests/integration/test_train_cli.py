@@ -186,3 +186,7 @@ def test_a_daemon_trades_on_the_scores_of_a_model_it_was_trained_for_and_replay_
     assert recorded["orders"] == rescored["orders"] == ran["orders"]
     refused = foxhunt("replay", journal, "--verify", "--rescore", env=run_env)
     assert refused.returncode == 2 and "--verify recomputes every score already" in refused.stderr
+    # its report shows the scores against what followed, and the venue's latency (a wall clock run)
+    ok("report", journal, "--out", str(tmp_path / "scored.html"), env=run_env)
+    page = (tmp_path / "scored.html").read_text()
+    assert "id=\"fig-scores\"" in page and "id=\"fig-latency\"" in page

@@ -258,3 +258,27 @@ def test_parquet_refusals_name_the_file_row_group_and_row(tmp_path):
     pq.write_table(_table({"a": [1], "b": [2]}), tmp_path / "ab-eurusd.parquet")
     with pytest.raises(InputError, match=r"ab-eurusd\.parquet: columns a, b make no known layout"):
         feed(f"parquet:{tmp_path / 'ab-eurusd.parquet'}")
+
+
+def test_tardis_trades_in_parquet_take_the_same_path_as_in_csv(tmp_path):
+    """A whole clean batch is built at once, a batch with a bad row one row at a time: both give what the
+    CSV reading of the same rows gives."""
+    import pyarrow.parquet as pq
+
+    rows = {"exchange": ["binance"] * 4, "symbol": ["BTCUSDT"] * 4,
+            "timestamp": [1577836800000123 + i for i in range(4)], "local_timestamp": [1577836800001000] * 4,
+            "id": ["1", "2", "3", "4"], "side": ["buy", "sell", "unknown", "buy"],
+            "price": [7195.25, 7195.24, 7195.26, 7195.2], "amount": [0.002, 0.1, 1.5, 0.25]}
+    csv_path = tmp_path / "trades.csv"
+    csv_path.write_text(",".join(rows) + "\n" + "".join(
+        ",".join(str(rows[k][i]) for k in rows) + "\n" for i in range(4)))
+    pq.write_table(_table(rows), tmp_path / "trades.parquet", row_group_size=2)
+    btc = with_btc()
+    expected = list(open_feed(f"csv:{csv_path}", btc, EventClock()))
+    assert list(open_feed(f"parquet:{tmp_path / 'trades.parquet'}", btc, EventClock())) == expected
+    rows["side"][3] = "sideways"  # the second row group falls back to row by row, and names the row
+    pq.write_table(_table(rows), tmp_path / "bad.parquet", row_group_size=2)
+    with pytest.raises(InputError, match=r"bad\.parquet: row group 1, row 1: side 'sideways'"):
+        list(open_feed(f"parquet:{tmp_path / 'bad.parquet'}", btc, EventClock()))
+    skipped = list(open_feed(f"parquet:{tmp_path / 'bad.parquet'}", btc, EventClock(), "skip"))
+    assert skipped[:3] == expected[:3] and isinstance(skipped[3], FeedGap)

@@ -32,7 +32,7 @@ from foxhunt.adapters.feeds.layouts import BadRow, Layout, LayoutError
 from foxhunt.errors import InputError
 from foxhunt.messages.base import Input
 from foxhunt.messages.fixed_point import parse_fixed
-from foxhunt.messages.market import Instrument, PriceType
+from foxhunt.messages.market import Bar, Instrument, PriceType, QuoteTick
 from foxhunt.messages.system import FeedGap
 from foxhunt.ports import Clock
 
@@ -98,7 +98,16 @@ class CsvFeed:
     skipped: int = 0
     read_bytes: int = 0  # how far into the file the rows read so far go (for a progress bar)
     size_bytes: int = 0
-    columns: dict[str, list[int]] = field(default_factory=dict)  # field -> positions in a row
+    # where a row's fields are (positions; -1: the file has no such column): the timestamp (a second one: a
+    # date and a time column), the prices (bid, ask; price, size; open, high, low, close), the sizes (bid and
+    # ask size; a bar's volume), a trade's side and id, the row's symbol
+    ts_at: int = 0
+    time_at: int = -1
+    price_at: list[int] = field(default_factory=list)
+    size_at: list[int] = field(default_factory=list)
+    side_at: int = -1
+    id_at: int = -1
+    symbol_at: int = -1
 
     @classmethod
     def from_options(
@@ -119,7 +128,7 @@ class CsvFeed:
             symbol = options.get("symbol") or _symbol_from_name(path, instruments)
             _check_symbol(path, symbol, instruments)
             return cls(path, symbol, _HISTDATA, clock, on_bad_row, instruments, header=False, size_bytes=size,
-                       columns={"ts": [0], "prices": [1, 2], "extra": [], "text": [-1, -1], "symbol": []})
+                       price_at=[1, 2])
         delimiter = max(_DELIMITERS, key=first.count)
         header = next(csv.reader([first], delimiter=delimiter), [])
         try:
@@ -137,17 +146,14 @@ class CsvFeed:
             _check_symbol(path, symbol, instruments)
         else:
             symbol = ""
-        numbers = {"bars": ("open", "high", "low", "close"), "quotes": ("bid", "ask"), "trades": ("price", "size")}
-        extra = {"bars": ("volume",), "quotes": ("bid_size", "ask_size"), "trades": ()}
-        columns = {
-            "ts": ts_at,
-            "prices": [at[layout.columns[f][0]] for f in numbers[layout.kind]],
-            "extra": [at[layout.columns[f][0]] for f in extra[layout.kind] if f in layout.columns],
-            "text": [at[layout.columns[f][0]] if f in layout.columns else -1 for f in ("side", "id")],
-            "symbol": [at[layout.columns["symbol"][0]]] if "symbol" in layout.columns and not symbol else [],
-        }
+        def position(name: str) -> int:
+            return at[layout.columns[name][0]] if name in layout.columns else -1
+
         feed = cls(path, symbol, layout, clock, on_bad_row, instruments, timestamp, delimiter, True, len(header),
-                   size_bytes=size, columns=columns)
+                   size_bytes=size, ts_at=ts_at[0], time_at=ts_at[1] if len(ts_at) > 1 else -1,
+                   price_at=[position(f) for f in _PRICES[layout.kind]],
+                   size_at=[position(f) for f in _SIZES[layout.kind] if f in layout.columns],
+                   side_at=position("side"), id_at=position("id"), symbol_at=-1 if symbol else position("symbol"))
         if layout.kind == "bars":
             feed.price_type = _side(path, options.get("side"))
             feed.interval_ns = _interval(path, options.get("interval"))
@@ -189,37 +195,56 @@ class CsvFeed:
         self.read_bytes = self.size_bytes
 
     def _ts(self, row: list[str]) -> int:
-        at = self.columns["ts"]
-        return self.timestamp(row[at[0]] if len(at) == 1 else f"{row[at[0]]} {row[at[1]]}")
+        if self.time_at < 0:
+            return self.timestamp(row[self.ts_at])
+        return self.timestamp(f"{row[self.ts_at]} {row[self.time_at]}")
 
     def _row_symbol(self, row: list[str]) -> str:
         if self.symbol:
             return self.symbol
-        symbol = row[self.columns["symbol"][0]].strip()
+        symbol = row[self.symbol_at].strip()
         if symbol not in self.instruments:
             raise BadRow(f"symbol {symbol!r} is not a configured instrument; {_DECLARE.format(symbol=symbol)}")
         return symbol
 
+    # Each builds the row's message where every check passes (the common case, without a call out), and
+    # otherwise hands the row to the layout's builder, which says what is wrong.
+
     def _quote(self, row: list[str], stamp) -> Input:
         ts = self._ts(row)
-        bid, ask = prices([row[i] for i in self.columns["prices"]], ("bid", "ask"))
-        sizes = prices([row[i] for i in self.columns["extra"]], ("bid_size", "ask_size"))
-        return layouts.quote(ts, stamp(ts), self._row_symbol(row), bid, ask, *sizes)
+        at = self.price_at
+        bid, ask = prices([row[at[0]], row[at[1]]], _PRICES["quotes"])
+        bid_size = ask_size = 0
+        if self.size_at:
+            bid_size, ask_size = prices([row[i] for i in self.size_at], _SIZES["quotes"])
+        symbol = self._row_symbol(row)
+        if bid > 0 and ask > 0 and bid_size >= 0 and ask_size >= 0:
+            return QuoteTick(ts_event=ts, ts_init=stamp(ts), symbol=symbol, bid=bid, ask=ask, bid_size=bid_size,
+                             ask_size=ask_size)
+        return layouts.quote(ts, stamp(ts), symbol, bid, ask, bid_size, ask_size)
 
     def _trade(self, row: list[str], stamp) -> Input:
         ts = self._ts(row)
-        price, size = prices([row[i] for i in self.columns["prices"]], ("price", "size"))
-        side, trade_id = (row[i] if i >= 0 else "" for i in self.columns["text"])
+        at = self.price_at
+        price, size = prices([row[at[0]], row[at[1]]], _PRICES["trades"])
+        side = row[self.side_at] if self.side_at >= 0 else ""
+        trade_id = row[self.id_at] if self.id_at >= 0 else ""
         return layouts.trade(ts, stamp(ts), self._row_symbol(row), price, size, side, trade_id)
 
     def _bar(self, row: list[str], stamp) -> Input:
         ts = self._ts(row) + self.interval_ns
-        o, h, lo, c = prices([row[i] for i in self.columns["prices"]], ("open", "high", "low", "close"))
-        volume = prices([row[i] for i in self.columns["extra"]], ("volume",))
-        return layouts.bar(ts, stamp(ts), self._row_symbol(row), self.price_type, self.interval_ns, o, h, lo, c,
-                           *volume)
+        at = self.price_at
+        o, h, lo, c = prices([row[at[0]], row[at[1]], row[at[2]], row[at[3]]], _PRICES["bars"])
+        volume = prices([row[self.size_at[0]]], _SIZES["bars"])[0] if self.size_at else 0
+        symbol = self._row_symbol(row)
+        if 0 < lo <= min(o, c) and max(o, c) <= h and volume >= 0:
+            return Bar(ts_event=ts, ts_init=stamp(ts), symbol=symbol, price_type=self.price_type,
+                       interval_ns=self.interval_ns, open=o, high=h, low=lo, close=c, volume=volume)
+        return layouts.bar(ts, stamp(ts), symbol, self.price_type, self.interval_ns, o, h, lo, c, volume)
 
 
+_PRICES = {"bars": ("open", "high", "low", "close"), "quotes": ("bid", "ask"), "trades": ("price", "size")}
+_SIZES = {"bars": ("volume",), "quotes": ("bid_size", "ask_size"), "trades": ()}
 _DECLARE = ("declare it in the configuration's [instruments.{symbol}] or with --instrument"
             " {symbol}:tick_size=...,lot_size=...,currency=...")
 

@@ -166,7 +166,7 @@ def timestamp_parser(sample: str, unit: str | None, tz: str | None, ts_format: s
     if unit is not None or _NUMBER.match(sample.strip()):
         scale = UNITS[unit or epoch_unit(sample)]
         return lambda text: epoch_ns(text, scale)
-    return lambda text: iso_ns(text, zone)
+    return iso_utc_ns if zone is None else lambda text: iso_ns(text, zone)
 
 
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
@@ -190,6 +190,17 @@ def epoch_ns(text: str, scale: int) -> int:
     if nanos != nanos.to_integral_value():
         raise BadRow(f"{text!r} is finer than a nanosecond")
     return int(nanos)
+
+
+def iso_utc_ns(text: str) -> int:
+    """An ISO-8601 text with its UTC offset (the common case, one call a row)."""
+    try:
+        stamp = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return iso_ns(text, None)  # says what is wrong
+    if stamp.tzinfo is None:
+        return iso_ns(text, None)
+    return (stamp - _EPOCH) // _US * 1000
 
 
 def iso_ns(text: str, zone: dt.tzinfo | None) -> int:
@@ -234,14 +245,17 @@ def not_negative(value: int, name: str) -> None:
 
 def quote(ts: int, ts_init: int, symbol: str, bid: int, ask: int, bid_size: int = 0, ask_size: int = 0) -> QuoteTick:
     if bid <= 0 or ask <= 0 or bid_size < 0 or ask_size < 0:  # one test for the common case, then which
-        positive(bid, "bid"), positive(ask, "ask")
-        not_negative(bid_size, "bid_size"), not_negative(ask_size, "ask_size")
+        positive(bid, "bid")
+        positive(ask, "ask")
+        not_negative(bid_size, "bid_size")
+        not_negative(ask_size, "ask_size")
     return QuoteTick(ts_event=ts, ts_init=ts_init, symbol=symbol, bid=bid, ask=ask, bid_size=bid_size,
                      ask_size=ask_size)
 
 
 def trade(ts: int, ts_init: int, symbol: str, price: int, size: int, side: str = "", trade_id: str = "") -> TradeTick:
-    positive(price, "price"), positive(size, "size")
+    positive(price, "price")
+    positive(size, "size")
     aggressor = SIDES.get(side.strip().lower())
     if aggressor is None:
         raise BadRow(f"side {side!r}: expected buy or sell (or empty, unknown)")
