@@ -421,9 +421,9 @@ def cmd_train(args: argparse.Namespace, cfg: config.Config) -> int:
     if members:
         trained = train.train_ensemble(data, request, args.members, members, cfg.features, data_cfg, models)
     else:
-        with _progress(f"training {args.model}", cfg.train.max_steps, quiet=args.json) as advance:
+        with _bar(f"training {args.model}", cfg.train.max_steps, args.json, "steps") as update:
             trained = train.train(data, request, cfg.features, cfg.train, models, bootstrap.checkpoint_dir(cfg),
-                                  advance)
+                                  _training(update))
     m = trained.manifest
     if args.json:
         print(msgspec.json.encode(m).decode())
@@ -468,8 +468,8 @@ def _train_agent(args: argparse.Namespace, cfg: config.Config) -> int:
 
     market, transitions = _run_async(go)
     engine = bootstrap.agent_engine()
-    with _progress(f"training {args.model}", agent_cfg.steps, quiet=args.json) as advance:
-        trained = agents.train(market, request, cfg, models, engine, bootstrap.checkpoint_dir(cfg), advance,
+    with _bar(f"training {args.model}", agent_cfg.steps, args.json, "steps") as update:
+        trained = agents.train(market, request, cfg, models, engine, bootstrap.checkpoint_dir(cfg), _training(update),
                                transitions)
     m = trained.manifest
     recorded = None
@@ -636,56 +636,41 @@ def _print_metrics(by_horizon: dict, title: str) -> None:
 
 
 @contextmanager
-def _progress(what: str, total: int, quiet: bool):
-    """A progress bar (rich) on a terminal, with rate and time left; nothing when stderr is not a terminal
-    (a pipe, a log, systemd) or the output is JSON."""
-    if quiet or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-               TextColumn("{task.fields[loss]}"), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True)) as bar:
-        task = bar.add_task(what, total=total, loss="", rate="")
-        started = time.monotonic()
-
-        def advance(step: int, last: dict[str, float]) -> None:
-            shown = {"loss": "loss", "policy_loss": "policy loss", "validation_loss": "val",
-                     "held_out_pnl_bp": "held-out pnl bp"}
-            loss = " ".join(f"{label} {last[key]:.4f}" for key, label in shown.items() if key in last)
-            rate = f"{step / max(time.monotonic() - started, 1e-9):.1f} steps/s"
-            bar.update(task, completed=step, loss=loss, rate=rate)
-
-        yield advance
-
-
-@contextmanager
 def _bar(what: str, total: int | None, quiet: bool, unit: str):
     """A progress bar (rich) of a long command on a terminal, with its rate and time left; yields
     `update(done, total=None)` (a total learnt on the way replaces `total`), which does nothing where no bar
     shows (stderr not a terminal: a pipe, a log, systemd; or the output is JSON)."""
     if quiet or not sys.stderr.isatty():
-        yield lambda done, total=None: None
+        yield lambda done, total=None, note="": None
         return
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
-               TextColumn("{task.fields[rate]}"), TimeRemainingColumn())
+               TextColumn("{task.fields[rate]}"), TextColumn("{task.fields[note]}"), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True)) as bar:
-        task = bar.add_task(what, total=total, rate="")
+        task = bar.add_task(what, total=total, rate="", note="")
         started = time.monotonic()
 
-        def update(done: int, total: int | None = None) -> None:
+        def update(done: int, total: int | None = None, note: str = "") -> None:
             rate = done / max(time.monotonic() - started, 1e-9)
-            shown = f"{rate / 2**20:,.1f} MiB/s" if unit == "bytes" else f"{rate:,.0f} {unit}/s"
+            shown = f"{rate / 2**20:,.1f} MiB/s" if unit == "bytes" else f"{rate:,.{1 if rate < 100 else 0}f} {unit}/s"
             if total is not None:
                 bar.update(task, total=total)
-            bar.update(task, completed=done, rate=shown)
+            bar.update(task, completed=done, rate=shown, note=note)
 
         yield update
+
+
+def _training(update: Callable[..., None]) -> Callable[[int, dict[str, float]], None]:
+    """What training calls after each step (its step and last losses), shown on the bar."""
+    shown = {"loss": "loss", "policy_loss": "policy loss", "validation_loss": "val",
+             "held_out_pnl_bp": "held-out pnl bp"}
+
+    def advance(step: int, last: dict[str, float]) -> None:
+        update(step, note=" ".join(f"{label} {last[key]:.4f}" for key, label in shown.items() if key in last))
+
+    return advance
 
 
 def _instrument_arguments(parser: argparse.ArgumentParser) -> None:
