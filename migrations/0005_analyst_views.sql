@@ -31,6 +31,9 @@ DECLARE
     head integer;
     bits numeric;
     exponent integer;
+    exponent_bits integer;
+    fraction integer;
+    bias integer;
     mantissa numeric;
     magnitude double precision;
     item record;
@@ -56,28 +59,20 @@ BEGIN
         value := to_jsonb(bits); next := pos + 1 + width; RETURN;
     ELSIF b IN (202, 203) THEN                                  -- float 32, 64 (IEEE 754)
         width := CASE b WHEN 202 THEN 4 ELSE 8 END;
+        fraction := CASE b WHEN 202 THEN 23 ELSE 52 END;        -- the widths of the fraction and exponent
+        exponent_bits := 8 * width - 1 - fraction;
+        bias := (1 << (exponent_bits - 1)) - 1;
         bits := journal_msgpack_uint(data, pos + 1, width);
-        IF width = 4 THEN
-            exponent := (floor(bits / 2::numeric ^ 23))::integer % 256;
-            mantissa := mod(bits, 2::numeric ^ 23);
-            IF exponent = 255 THEN
-                value := to_jsonb(CASE WHEN mantissa > 0 THEN 'NaN' ELSE 'Infinity' END);
-            ELSE
-                magnitude := CASE WHEN exponent = 0 THEN mantissa::double precision * 2.0::double precision ^ -149
-                             ELSE (1 + mantissa::double precision / 8388608.0) * 2.0::double precision ^ (exponent - 127) END;
-                value := to_jsonb(CASE WHEN bits >= 2::numeric ^ 31 THEN -magnitude ELSE magnitude END);
-            END IF;
+        exponent := (floor(bits / 2::numeric ^ fraction))::integer % (1 << exponent_bits);
+        mantissa := mod(bits, 2::numeric ^ fraction);
+        IF exponent = (1 << exponent_bits) - 1 THEN
+            value := to_jsonb(CASE WHEN mantissa > 0 THEN 'NaN' ELSE 'Infinity' END);
         ELSE
-            exponent := (floor(bits / 2::numeric ^ 52))::integer % 2048;
-            mantissa := mod(bits, 2::numeric ^ 52);
-            IF exponent = 2047 THEN
-                value := to_jsonb(CASE WHEN mantissa > 0 THEN 'NaN' ELSE 'Infinity' END);
-            ELSE
-                magnitude := CASE WHEN exponent = 0 THEN mantissa::double precision * 2.0::double precision ^ -1074
-                             ELSE (1 + mantissa::double precision / 4503599627370496.0)
-                                  * 2.0::double precision ^ (exponent - 1023) END;
-                value := to_jsonb(CASE WHEN bits >= 2::numeric ^ 63 THEN -magnitude ELSE magnitude END);
-            END IF;
+            magnitude := CASE WHEN exponent = 0  -- subnormal: no implicit leading one
+                         THEN mantissa::double precision * 2.0::double precision ^ (1 - bias - fraction)
+                         ELSE (1 + mantissa::double precision / 2.0::double precision ^ fraction)
+                              * 2.0::double precision ^ (exponent - bias) END;
+            value := to_jsonb(CASE WHEN bits >= 2::numeric ^ (8 * width - 1) THEN -magnitude ELSE magnitude END);
         END IF;
         next := pos + 1 + width; RETURN;
     ELSIF b BETWEEN 160 AND 191 OR b BETWEEN 217 AND 219 THEN   -- fixstr, str 8, 16, 32

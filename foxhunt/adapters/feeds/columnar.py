@@ -26,7 +26,7 @@ import pyarrow.ipc
 import pyarrow.parquet as pq
 
 from foxhunt.adapters.feeds import layouts
-from foxhunt.adapters.feeds.csv_feed import OPTIONS, _check_symbol, _interval, _side, _symbol_from_name
+from foxhunt.adapters.feeds.csv_feed import OPTIONS, bar_options, file_symbol
 from foxhunt.adapters.feeds.layouts import BadRow, Layout, LayoutError
 from foxhunt.errors import InputError
 from foxhunt.messages.base import Input
@@ -68,15 +68,10 @@ class ColumnarFeed:
             layouts.timestamp_parser("0", options.get("unit"), options.get("tz"), None)  # checks unit and tz
         except LayoutError as e:
             raise InputError(f"{path}: {e}") from None
-        if options.get("symbol") or "symbol" not in layout.columns:
-            symbol = options.get("symbol") or _symbol_from_name(path, instruments)
-            _check_symbol(path, symbol, instruments)
-        else:
-            symbol = ""
+        symbol = file_symbol(path, layout, options, instruments)
         feed = cls(path, kind, symbol, layout, clock, on_bad_row, instruments, options, rows_total=rows)
         if layout.kind == "bars":
-            feed.price_type = _side(path, options.get("side"))
-            feed.interval_ns = _interval(path, options.get("interval"))
+            feed.price_type, feed.interval_ns = bar_options(path, options)
         return feed
 
     def progress(self) -> tuple[int, int]:

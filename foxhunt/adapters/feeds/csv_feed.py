@@ -141,11 +141,7 @@ class CsvFeed:
                                                  options.get("ts_format"))
         except LayoutError as e:
             raise InputError(f"{path}:1: {e}") from None
-        if options.get("symbol") or "symbol" not in layout.columns:
-            symbol = options.get("symbol") or _symbol_from_name(path, instruments)
-            _check_symbol(path, symbol, instruments)
-        else:
-            symbol = ""
+        symbol = file_symbol(path, layout, options, instruments)
         def position(name: str) -> int:
             return at[layout.columns[name][0]] if name in layout.columns else -1
 
@@ -155,8 +151,7 @@ class CsvFeed:
                    size_at=[position(f) for f in _SIZES[layout.kind] if f in layout.columns],
                    side_at=position("side"), id_at=position("id"), symbol_at=-1 if symbol else position("symbol"))
         if layout.kind == "bars":
-            feed.price_type = _side(path, options.get("side"))
-            feed.interval_ns = _interval(path, options.get("interval"))
+            feed.price_type, feed.interval_ns = bar_options(path, options)
         return feed
 
     def progress(self) -> tuple[int, int]:
@@ -247,6 +242,21 @@ _PRICES = {"bars": ("open", "high", "low", "close"), "quotes": ("bid", "ask"), "
 _SIZES = {"bars": ("volume",), "quotes": ("bid_size", "ask_size"), "trades": ()}
 _DECLARE = ("declare it in the configuration's [instruments.{symbol}] or with --instrument"
             " {symbol}:tick_size=...,lot_size=...,currency=...")
+
+
+def file_symbol(path: Path, layout: Layout, options: dict[str, str], instruments: dict[str, Instrument]) -> str:
+    """Every row's instrument: `symbol=`, else (without a symbol column) the one the file name contains;
+    "" where each row names its own."""
+    if options.get("symbol") or "symbol" not in layout.columns:
+        symbol = options.get("symbol") or _symbol_from_name(path, instruments)
+        _check_symbol(path, symbol, instruments)
+        return symbol
+    return ""
+
+
+def bar_options(path: Path, options: dict[str, str]) -> tuple[PriceType, int]:
+    """A bar file's side and interval (nanoseconds), from the options or the file's name."""
+    return _side(path, options.get("side")), _interval(path, options.get("interval"))
 
 
 def _check_symbol(path: Path, symbol: str, instruments: dict[str, Instrument]) -> None:
