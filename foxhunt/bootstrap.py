@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +19,7 @@ from foxhunt import config
 from foxhunt.adapters.feeds import FILE_KINDS, file_spec, is_live, open_feed
 from foxhunt.adapters.journal import pg_partitions as partitions
 from foxhunt.adapters.journal.discard import DiscardingJournal
+from foxhunt.adapters.journal.memory import MemoryJournalStore
 from foxhunt.adapters.journal.pg import migrate
 from foxhunt.adapters.journal.pg_embedded import EmbeddedCluster
 from foxhunt.adapters.journal.pg_writer import WriterPolicy
@@ -284,7 +287,7 @@ def wire_logged(venue: VenueFactory, path: Path) -> VenueFactory:
     return lambda kernel, trading, clock: WireLoggedVenue(venue(kernel, trading, clock), path)
 
 
-async def backtest(store: JournalStore, name: str, trading: TradingConfig, rescore_with: Config | None = None,
+async def backtest(store: JournalStore, name: str, trading: TradingConfig, rescore_with: Config | None = None, *,
                    track: Callable[[Kernel, JournalWriter], JournalWriter] | None = None,
                    progress: Callable[[int], None] | None = None) -> dict[str, object]:
     """`foxhunt replay` without --verify: the journal's outside inputs through the simulated venue, with the
@@ -303,6 +306,81 @@ async def verify(store: JournalStore, name: str, trading: TradingConfig, cfg: Co
     on `[scoring]`'s device (the runner is built at the journal's first ModelsLoaded: a journal without
     scores needs no torch)."""
     return await replay.verify(store, name, trading, ScoreCheck(lambda: model_runner(cfg), cfg.scoring.keep), progress)
+
+
+@dataclass(frozen=True)
+class BacktestTrainable:
+    """A sweep's point (training/sweep.py): a replay backtest of each journal with the point's overrides
+    after the sweep's own `sets`, on the journals' inputs copied into memory once per worker process (a
+    sweep reads each journal from PostgreSQL once a worker, not once a point). Its metrics: the PnL summed
+    over the journals (each in its own currency), orders, fills, denials, the largest drawdown, the
+    report's Sharpe, Sortino and maximum drawdown of the first journal's run (runtime/performance.py), and
+    each journal's PnL and state digest (`pnl.NAME`, `state_digest.NAME`), which equal those of `foxhunt
+    replay NAME --set ...`."""
+
+    cfg: Config
+    dsn: str
+    journals: tuple[str, ...]
+    sets: tuple[str, ...] = ()
+
+    def __call__(self, overrides: tuple[str, ...], seed: int, report: Callable[[dict[str, float]], None]
+                 ) -> dict[str, object]:
+        return anyio.run(self._run, overrides)
+
+    async def _run(self, overrides: tuple[str, ...]) -> dict[str, object]:
+        from foxhunt.runtime import report as reports
+        from foxhunt.runtime.recovery import trading_config
+
+        store = await _in_memory(self.cfg, self.dsn, self.journals)
+        metrics: dict[str, object] = {"pnl": 0.0, "orders": 0, "fills": 0, "denied": 0, "max_drawdown": 0.0}
+        for i, name in enumerate(self.journals):
+            trading = await trading_config(store, name, [*self.sets, *overrides], None)
+            trackers: list[reports.Tracker] = []
+
+            def track(kernel: Kernel, journal: JournalWriter, name: str = name,
+                      trackers: list[reports.Tracker] = trackers) -> JournalWriter:
+                trackers.append(reports.Tracker(kernel, name))
+                return reports.TrackingJournal(journal, trackers[-1])
+
+            summary = await backtest(store, name, trading, track=track if i == 0 else None)
+            pnl = sum(float(v) for v in summary["pnl"].values())  # type: ignore[union-attr]
+            metrics["pnl"] = float(metrics["pnl"]) + pnl  # type: ignore[arg-type]
+            for key in ("orders", "fills", "denied"):
+                metrics[key] = int(metrics[key]) + int(summary[key])  # type: ignore[call-overload]
+            metrics["max_drawdown"] = max(float(metrics["max_drawdown"]), float(summary["max_drawdown"]))  # type: ignore[arg-type]
+            metrics[f"pnl.{name}"] = pnl
+            metrics[f"state_digest.{name}"] = summary["state_digest"]
+            if trackers:
+                figures = reports.measure(trackers[0].finish(), None, trading)
+                for key in ("sharpe", "sortino", "total_return", "max_drawdown"):
+                    metrics["drawdown" if key == "max_drawdown" else key] = figures.metrics[key]
+        return metrics
+
+
+_IN_MEMORY: dict[tuple[str, str, int], MemoryJournalStore] = {}  # (DSN, journal, last seq) -> its inputs
+
+
+async def _in_memory(cfg: Config, dsn: str, names: Sequence[str]) -> MemoryJournalStore:
+    """The journals' inputs (what a backtest reads) in one memory store, read from PostgreSQL the first
+    time this process needs them, and again only if a journal grew."""
+    pg = None
+    memory = MemoryJournalStore()
+    for name in names:
+        if pg is None:
+            pg = await open_store(cfg, dsn)
+        info = await pg.info(name)
+        cached = _IN_MEMORY.get((dsn, name, info.last_seq))
+        if cached is None:
+            cached = MemoryJournalStore()
+            async with cached.writer(name, config=b"{}", config_digest=info.config_digest, fingerprint={}) as w:
+                async with aclosing(pg.read(name, decode_derived=False)) as pages:
+                    async for page in pages:
+                        for record in page:
+                            if record.causation is None:
+                                w.append(record.message)
+            _IN_MEMORY[(dsn, name, info.last_seq)] = cached
+        memory.adopt(cached, name)
+    return memory
 
 
 def embedded_cluster(cfg: Config) -> EmbeddedCluster:

@@ -82,6 +82,30 @@ def build_parser() -> argparse.ArgumentParser:
                           " else the run's largest gross position)")
     rpt.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
 
+    swp = sub.add_parser("sweep", parents=[common],
+                         help="backtest journals under many --set variants, on Ray (this machine or a cluster)")
+    swp.add_argument("--journal", action="append", required=True, dest="journals", metavar="NAME",
+                     help="a journal to backtest at every point (repeat for several)")
+    swp.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                     help="every combination of these values, e.g. strategy.ema_cross.fast=5,10,20")
+    swp.add_argument("--random", action="append", default=[], metavar="KEY=int:LO:HI|float:LO:HI|choice:A|B",
+                     help="--samples seeded draws of these, e.g. strategy.ema_cross.slow=int:20:80")
+    swp.add_argument("--samples", type=_positive_int, default=16, metavar="N", help="random draws (default 16)")
+    swp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
+                     help="an override every point has")
+    swp.add_argument("--seed", type=int, default=1, metavar="N", help="draws the random points (default 1)")
+    swp.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1, metavar="N",
+                     help="points at a time (default: this machine's CPUs)")
+    swp.add_argument("--address", metavar="ADDR", help="join this Ray cluster (default: Ray inside this command)")
+    swp.add_argument("--metric", default="sharpe", metavar="NAME", help="what the best point has most of"
+                     " (default sharpe; pnl, total_return, ... or -drawdown for the least)")
+    swp.add_argument("--out", metavar="FILE.toml", help="write the best point's configuration, for --config")
+    swp.add_argument("--name", metavar="NAME", help="the sweep's name: its directory under the state directory's"
+                     " sweeps/ (default: sweep-TIME)")
+    swp.add_argument("--resume", action="store_true", help="go on with sweep --name, running only the points"
+                     " that did not finish")
+    swp.add_argument("--json", action="store_true", help="print the results as one JSON object")
+
     ing = sub.add_parser("ingest", parents=[common], help="bulk-load market data into a journal")
     ing.add_argument("file", metavar="FILE", help="a CSV, Parquet or Arrow file (by its extension), or a feed spec"
                      " such as csv:PATH,symbol=EURUSD,columns=ts:time;bid:b;ask:a")
@@ -184,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bootstrap.configure_numba(cfg)
         handlers = {"run": cmd_run, "replay": cmd_replay, "ingest": cmd_ingest, "journal": cmd_journal, "db": cmd_db,
                     "admin": cmd_admin, "risk": cmd_risk, "train": cmd_train, "models": cmd_models,
-                    "report": cmd_report}
+                    "report": cmd_report, "sweep": cmd_sweep}
         handler: Callable = handlers[args.command]
         return handler(args, cfg)
     except BrokenPipeError:
@@ -308,6 +332,70 @@ def cmd_report(args: argparse.Namespace, cfg: config.Config) -> int:
         _print_summary({"journal": name, "capital": f"{f.capital:,.2f} {f.currency}"} | {
             k: round(v, 6) for k, v in f.metrics.items()}, False)
     return EXIT_OK
+
+
+def cmd_sweep(args: argparse.Namespace, cfg: config.Config) -> int:
+    """`foxhunt sweep`: the points (training/sweep.py) through Ray, each a backtest (bootstrap.BacktestTrainable)."""
+    try:
+        import ray  # noqa: F401
+
+        from foxhunt.training import sweep
+    except ImportError:
+        raise ConfigError("foxhunt sweep runs on Ray Tune, an optional extra: pip install 'foxhunt[sweep]'"
+                          " (scripts/setup sweep)") from None
+    if args.resume and not args.name:
+        raise ConfigError("--resume needs the --name of the sweep to go on with")
+    if bool(args.grid) == bool(args.random):
+        raise ConfigError("a sweep is a --grid or --random draws (one of them, not both)")
+    points = sweep.grid(args.grid) if args.grid else sweep.random(args.random, args.samples, args.seed)
+    name = args.name or f"sweep-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    dsn = bootstrap.resolve_dsn(cfg)
+
+    async def check():  # every point's configuration is valid and every journal there, before Ray starts
+        store = await bootstrap.open_store(cfg, dsn)
+        for journal in args.journals:
+            await store.info(journal)
+            for point in points:
+                await trading_config(store, journal, [*args.sets, *point], None)
+
+    _run_async(check)
+    trainable = bootstrap.BacktestTrainable(cfg, dsn, tuple(args.journals), tuple(args.sets))
+    outcomes = sweep.run(trainable, points, args.seed, bootstrap.state_dir(cfg) / "sweeps", name, args.workers,
+                         args.address, args.resume)
+    metric, mode = (args.metric[1:], "min") if args.metric.startswith("-") else (args.metric, "max")
+    chosen = sweep.best(outcomes, metric, mode)
+    if args.out and chosen is not None:
+        async def best_config():
+            store = await bootstrap.open_store(cfg, dsn)
+            return await trading_config(store, args.journals[0], [*args.sets, *chosen.overrides], None)
+
+        config.write_trading(_run_async(best_config), Path(args.out))
+    if args.json:
+        print(json.dumps({"sweep": name, "best": None if chosen is None else chosen.index, "metric": args.metric,
+                          "points": [{"index": o.index, "overrides": list(o.overrides), "metrics": o.metrics,
+                                      "error": o.error} for o in outcomes]}, sort_keys=True, default=str))
+    else:
+        _print_sweep(outcomes, metric, chosen, name, args.out)
+    failed = [o for o in outcomes if o.error]
+    return EXIT_ERROR if failed and len(failed) == len(outcomes) else EXIT_OK
+
+
+def _print_sweep(outcomes, metric: str, chosen, name: str, out: str | None) -> None:
+    columns = [metric] + [c for c in ("pnl", "sharpe", "orders", "fills", "denied") if c != metric]
+    print(f"sweep {name}: {len(outcomes)} points, {sum(1 for o in outcomes if o.error)} failed")
+    print(f"  {'#':>4}  " + "".join(f"{c:>14}" for c in columns) + "  overrides")
+    for o in outcomes:
+        mark = "*" if chosen is not None and o.index == chosen.index else " "
+        cells = "".join(f"{_cell(o.metrics.get(c)):>14}" for c in columns) if not o.error else f"  failed: {o.error}"
+        print(f"{mark} {o.index:>4}  {cells}  {' '.join(o.overrides)}")
+    if chosen is not None and out:
+        print(f"best (*): point {chosen.index}, configuration written to {out} (foxhunt run --config {out})")
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "-" if value is None else str(value)
 
 
 def cmd_ingest(args: argparse.Namespace, cfg: config.Config) -> int:

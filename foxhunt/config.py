@@ -432,6 +432,26 @@ def declare_instruments(cfg: Config, specs: Sequence[str], file: str | Path | No
     return built
 
 
+def write_trading(trading: TradingConfig, path: Path) -> None:
+    """`trading` as a configuration file the daemon loads with --config (`[run] seed`, `[instruments]`,
+    `[strategy]`, `[risk]`, `[venue]`): a sweep's best point. Settings left unset (None) are left out."""
+    import tomli_w
+
+    def present(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: present(v) for k, v in value.items() if v is not None}
+        if isinstance(value, (list, tuple)):
+            return [present(v) for v in value]
+        return value
+
+    raw = present(msgspec.to_builtins(trading))
+    document = {"run": {"seed": raw.pop("seed")}, **raw}
+    try:
+        path.write_text(tomli_w.dumps(document))
+    except OSError as e:
+        raise ConfigError(f"cannot write {path}: {e.strerror}") from e
+
+
 def _instrument(table: dict[str, Any], where: str) -> InstrumentConfig:
     needed = [k for k in ("tick_size", "lot_size", "currency") if k not in table]
     if needed:

@@ -71,6 +71,11 @@ class MemoryJournalStore(JournalStore):
             await writer.flush()
             journal.held = False
 
+    def adopt(self, other: MemoryJournalStore, name: str) -> None:
+        """Read journal `name` of `other` as one of this store's (the same records, shared, not copied): a
+        sweep's worker keeps each journal once and puts the ones a point reads into one store."""
+        self._journals[name] = other._get(name)
+
     def _get(self, name: str) -> _Journal:
         try:
             return self._journals[name]

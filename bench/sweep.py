@@ -1,0 +1,81 @@
+"""`foxhunt sweep` against the same points one after another in one process: backtests per minute.
+
+A journal of about 300,000 events (`synthetic:seed=5,n=260000` paper-traded, made once and kept), and 32
+points (strategy.ema_cross.fast 4 to 11 times slow 30, 40, 50, 60). The same trainable
+(bootstrap.BacktestTrainable: a replay backtest, the journal read into memory once per process) runs them
+in a loop in this process, then through Ray Tune with `--workers` workers (Ray started inside, as `foxhunt
+sweep` does; its start timed apart). Reported: each side's seconds and backtests per minute, the ratio
+(target, issue 25: at least 1.7 on this 2-core machine), with and without Ray's start, and Ray's overhead
+per point: the worker-seconds a point took beyond its sequential time, Ray's start left out (a trial runs a
+batch of points: training/sweep.py, `batches`).
+
+    .venv/bin/python bench/sweep.py [--workers 2] [--points 32]
+"""
+
+from __future__ import annotations
+
+from foxhunt import compiled
+
+compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import anyio
+
+from foxhunt import bootstrap, config
+from foxhunt.training import sweep
+
+JOURNAL = "bench-sweep-300k"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--points", type=int, default=32)
+    args = parser.parse_args()
+    cfg = config.load(None)
+    dsn = bootstrap.resolve_dsn(cfg)
+
+    async def exists() -> bool:
+        return JOURNAL in {i.name for i in await (await bootstrap.open_store(cfg, dsn)).list()}
+
+    if not anyio.run(exists):
+        subprocess.run([sys.executable, "-m", "foxhunt", "run", "--journal", JOURNAL, "--feed",
+                        "synthetic:seed=5,n=260000", "--clock", "feed", "--json"], check=True, capture_output=True)
+    points = sweep.grid(["strategy.ema_cross.fast=4,5,6,7,8,9,10,11", "strategy.ema_cross.slow=30,40,50,60"])
+    points = points[: args.points]
+    trainable = bootstrap.BacktestTrainable(cfg, dsn, (JOURNAL,))
+
+    started = time.perf_counter()
+    alone = [trainable(p, 1 + i, lambda _: None) for i, p in enumerate(points)]
+    sequential = time.perf_counter() - started
+
+    started = time.perf_counter()
+    sweep.start_ray(args.workers)
+    ray_start = time.perf_counter() - started
+    outcomes = sweep.run(trainable, points, 1, Path(tempfile.mkdtemp()), f"bench-{uuid.uuid4().hex[:8]}",
+                         args.workers)
+    parallel = time.perf_counter() - started
+    assert [o.metrics[f"state_digest.{JOURNAL}"] for o in outcomes] == [a[f"state_digest.{JOURNAL}"] for a in alone]
+    events = alone[0]["orders"]
+    per_point = sequential / len(points)
+    overhead = ((parallel - ray_start) * args.workers - sequential) / len(points)
+    print(f"{len(points)} points over {JOURNAL} (orders at the first point: {events})")
+    print(f"  one process, one after another: {sequential:8.1f} s, {60 * len(points) / sequential:6.2f} backtests/min"
+          f" ({per_point:.2f} s a point)")
+    print(f"  Ray, {args.workers} workers (start included):  {parallel:8.1f} s, {60 * len(points) / parallel:6.2f}"
+          f" backtests/min")
+    print(f"  of which Ray's start: {ray_start:.1f} s; without it {60 * len(points) / (parallel - ray_start):.2f}"
+          " backtests/min")
+    print(f"  ratio: {sequential / parallel:.2f} ({sequential / (parallel - ray_start):.2f} without Ray's start);"
+          f" Ray's overhead per point: {overhead:.2f} worker-seconds")
+
+
+if __name__ == "__main__":
+    main()

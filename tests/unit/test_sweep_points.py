@@ -1,0 +1,66 @@
+"""A sweep's points (training/sweep.py): decided before Ray sees them, the same for the same command and seed."""
+
+from __future__ import annotations
+
+import pytest
+
+from foxhunt.errors import ConfigError
+from foxhunt.training import sweep
+from foxhunt.training.sweep import Outcome
+
+
+def test_a_grid_is_every_combination_the_first_key_slowest_values_as_toml():
+    points = sweep.grid(["strategy.ema_cross.fast=5,10", "strategy.name=ema_cross,zscore", "venue.fee_bps=0.2"])
+    assert points == [
+        ("strategy.ema_cross.fast=5", 'strategy.name="ema_cross"', "venue.fee_bps=0.2"),
+        ("strategy.ema_cross.fast=5", 'strategy.name="zscore"', "venue.fee_bps=0.2"),
+        ("strategy.ema_cross.fast=10", 'strategy.name="ema_cross"', "venue.fee_bps=0.2"),
+        ("strategy.ema_cross.fast=10", 'strategy.name="zscore"', "venue.fee_bps=0.2"),
+    ]
+
+
+def test_random_draws_are_seeded_and_within_their_spaces():
+    specs = ["strategy.ema_cross.slow=int:20:80", "venue.fee_bps=float:0.1:0.5",
+             "strategy.name=choice:ema_cross|zscore"]
+    a, b, c = sweep.random(specs, 20, 7), sweep.random(specs, 20, 7), sweep.random(specs, 20, 8)
+    assert a == b and a != c and len(a) == 20
+    for slow, fee, name in a:
+        assert 20 <= int(slow.split("=")[1]) <= 80 and 0.1 <= float(fee.split("=")[1]) <= 0.5
+        assert name in ('strategy.name="ema_cross"', 'strategy.name="zscore"')
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: sweep.grid(["fast"]), "expected KEY=V1,V2"),
+    (lambda: sweep.grid(["fast="]), "expected KEY=V1,V2"),
+    (lambda: sweep.random(["x=gauss:0:1"], 3, 1), "expected KEY=int:LO:HI"),
+    (lambda: sweep.random(["x=int:a:b"], 3, 1), "expected KEY=int:LO:HI"),
+    (lambda: sweep.random(["x=int:1:2"], 0, 1), "at least one sample"),
+])
+def test_a_space_that_is_not_one_is_an_error_naming_it(call, message):
+    with pytest.raises(ConfigError, match=message):
+        call()
+
+
+def test_the_best_point_skips_failures_and_nan_and_takes_the_first_of_equals():
+    outcomes = [Outcome(0, (), {"sharpe": 1.0}), Outcome(1, (), error="boom"), Outcome(2, (), {"sharpe": float("nan")}),
+                Outcome(3, (), {"sharpe": 2.0}), Outcome(4, (), {"sharpe": 2.0})]
+    assert sweep.best(outcomes, "sharpe").index == 3
+    assert sweep.best(outcomes, "sharpe", "min").index == 0
+    assert sweep.best(outcomes, "pnl") is None
+
+
+def test_points_go_to_trials_in_batches_that_keep_every_worker_busy():
+    assert sweep.batches(32, 2) == [range(i, i + 4) for i in range(0, 32, 4)]  # four trials a worker
+    assert sweep.batches(4, 2) == [range(i, i + 1) for i in range(4)]
+    assert sweep.batches(10, 2, per_trial=3) == [range(0, 3), range(3, 6), range(6, 9), range(9, 10)]
+    assert [i for b in sweep.batches(1000, 7) for i in b] == list(range(1000))
+
+
+def test_a_sweep_without_its_extra_is_an_error_naming_the_extra(monkeypatch, capsys):
+    import sys
+
+    from foxhunt import cli
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as where foxhunt[sweep] is not installed
+    assert cli.main(["sweep", "--journal", "x", "--grid", "strategy.ema_cross.fast=5"]) == 2
+    assert "pip install 'foxhunt[sweep]'" in capsys.readouterr().err
