@@ -100,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument("--metric", default="sharpe", metavar="NAME", help="what the best point has most of"
                      " (default sharpe; pnl, total_return, ... or -drawdown for the least)")
     swp.add_argument("--out", metavar="FILE.toml", help="write the best point's configuration, for --config")
+    swp.add_argument("--report", metavar="FILE.html",
+                     help="write the sweep's report: parameters against --metric, a heat map of two, every point")
     swp.add_argument("--name", metavar="NAME", help="the sweep's name: its directory under the state directory's"
                      " sweeps/ (default: sweep-TIME)")
     swp.add_argument("--resume", action="store_true", help="go on with sweep --name, running only the points"
@@ -370,10 +372,15 @@ def cmd_sweep(args: argparse.Namespace, cfg: config.Config) -> int:
             return await trading_config(store, args.journals[0], [*args.sets, *chosen.overrides], None)
 
         config.write_trading(_run_async(best_config), Path(args.out))
+    points_out = [{"index": o.index, "overrides": list(o.overrides), "metrics": o.metrics, "error": o.error}
+                  for o in outcomes]
+    if args.report:
+        from foxhunt.runtime import report
+
+        report.render_sweep(points_out, metric, Path(args.report), f"foxhunt sweep {name}")
     if args.json:
         print(json.dumps({"sweep": name, "best": None if chosen is None else chosen.index, "metric": args.metric,
-                          "points": [{"index": o.index, "overrides": list(o.overrides), "metrics": o.metrics,
-                                      "error": o.error} for o in outcomes]}, sort_keys=True, default=str))
+                          "points": points_out}, sort_keys=True, default=str))
     else:
         _print_sweep(outcomes, metric, chosen, name, args.out)
     failed = [o for o in outcomes if o.error]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import json
 import math
 from array import array
 from collections import Counter, defaultdict
@@ -410,8 +411,6 @@ def _time(ns_values: Sequence[int]) -> list[str]:
 def render(runs: Sequence[Run], figures: Sequence[Figures], path: Path, title: str) -> None:
     """The report of one run, or two side by side, into `path`."""
     import plotly.graph_objects as go
-    import plotly.io as pio
-    import plotly.offline
     from plotly.subplots import make_subplots
 
     colours = ["#1f77b4", "#ff7f0e"]
@@ -514,13 +513,23 @@ def render(runs: Sequence[Run], figures: Sequence[Figures], path: Path, title: s
                       layout(fig, 380, xaxis_title="score (median quantile, first horizon)",
                              yaxis_title="realised log return over the horizon")))
 
-    body = [f"<h1>{html.escape(title)}</h1>", _header(runs, figures), _metrics_table(runs, figures)]
+    head = [_header(runs, figures), _metrics_table(runs, figures)]
+    tail = [_denial_table(runs), f"<h2>Conventions</h2><div class='note'>{_conventions(figures)}</div>"]
+    _page(path, title, head, plots, tail)
+
+
+def _page(path: Path, title: str, head: Sequence[str], plots: Sequence[tuple[str, str, object]],
+          tail: Sequence[str]) -> None:
+    """One self-contained HTML file: plotly.js inlined, then `head`, the figures, `tail`."""
+    import plotly.io as pio
+    import plotly.offline
+
+    body = [f"<h1>{html.escape(title)}</h1>", *head]
     for div_id, heading, figure in plots:
         body.append(f"<h2>{html.escape(heading)}</h2>")
         body.append(pio.to_html(figure, full_html=False, include_plotlyjs=False, div_id=f"fig-{div_id}",
                                 config={"displaylogo": False}))
-    body.append(_denial_table(runs))
-    body.append(f"<h2>Conventions</h2><div class='note'>{_conventions(figures)}</div>")
+    body.extend(tail)
     page = (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title><style>{_CSS}</style>"
@@ -528,6 +537,72 @@ def render(runs: Sequence[Run], figures: Sequence[Figures], path: Path, title: s
         f"<body data-figures='{len(plots)}'>{''.join(body)}</body></html>"
     )
     path.write_text(page, encoding="utf-8")
+
+
+def render_sweep(points: Sequence[dict[str, object]], metric: str, path: Path, title: str) -> None:
+    """A sweep's report (`foxhunt sweep --report`): every point's parameters against `metric` as parallel
+    coordinates, a heat map where the sweep varies two parameters, and the table. `points`: as `foxhunt
+    sweep --json` prints them (index, overrides, metrics, error)."""
+    import plotly.graph_objects as go
+
+    params: dict[str, list[object]] = {}
+    for point in points:
+        for item in point["overrides"]:  # type: ignore[union-attr]
+            key, _, value = str(item).partition("=")
+            params.setdefault(key, [])
+    varied = [k for k in params if len({_override(p, k) for p in points}) > 1] or list(params)
+    done = [p for p in points if not p["error"] and isinstance(p["metrics"].get(metric), (int, float))]  # type: ignore[union-attr]
+    plots: list[tuple[str, str, object]] = []
+    values = [float(p["metrics"][metric]) for p in done]  # type: ignore[index]
+    dimensions = []
+    for key in varied:
+        column = [_override(p, key) for p in done]
+        numeric = all(isinstance(v, (int, float)) for v in column)
+        labels = sorted({str(v) for v in column})
+        dimensions.append(dict(label=key, values=column if numeric else [labels.index(str(v)) for v in column],
+                               **({} if numeric else {"tickvals": list(range(len(labels))), "ticktext": labels})))
+    dimensions.append(dict(label=metric, values=values))
+    fig = go.Figure(go.Parcoords(line=dict(color=values, colorscale="Viridis", showscale=True),
+                                 dimensions=dimensions))
+    fig.update_layout(height=420, margin=dict(l=80, r=80, t=60, b=30), template="plotly_white")
+    plots.append(("parallel", f"Parameters against {metric}", fig))
+    if len(varied) == 2:
+        xs = sorted({_override(p, varied[0]) for p in done}, key=_order)
+        ys = sorted({_override(p, varied[1]) for p in done}, key=_order)
+        z = [[None] * len(xs) for _ in ys]
+        for p, v in zip(done, values, strict=True):
+            z[ys.index(_override(p, varied[1]))][xs.index(_override(p, varied[0]))] = v
+        fig = go.Figure(go.Heatmap(x=[str(x) for x in xs], y=[str(y) for y in ys], z=z, colorscale="Viridis",
+                                   colorbar=dict(title=metric)))
+        fig.update_layout(height=420, xaxis_title=varied[0], yaxis_title=varied[1], template="plotly_white")
+        plots.append(("heatmap", f"{metric} by {varied[0]} and {varied[1]}", fig))
+    shown = [metric] + [m for m in ("pnl", "sharpe", "orders", "fills", "denied") if m != metric]
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["#", *varied, *shown, "error"])
+    rows = []
+    for p in points:
+        cells = [str(p["index"]), *(str(_override(p, k)) for k in varied)]
+        cells += [_fmt(v, "num") if isinstance(v := p["metrics"].get(m), float) else str(v if v is not None else "-")  # type: ignore[union-attr]
+                  for m in shown]
+        cells.append(str(p["error"] or ""))
+        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    table = f"<h2>Every point</h2><table class='sweep'><tr>{head}</tr>{''.join(rows)}</table>"
+    _page(path, title, [f"<p>{len(points)} points, {len(points) - len(done)} without a {metric}.</p>"], plots,
+          [table])
+
+
+def _override(point: dict[str, object], key: str) -> object:
+    for item in point["overrides"]:  # type: ignore[union-attr]
+        k, _, value = str(item).partition("=")
+        if k == key:
+            try:
+                return json.loads(value)
+            except ValueError:
+                return value
+    return None
+
+
+def _order(value: object) -> tuple[int, object]:
+    return (0, value) if isinstance(value, (int, float)) else (1, str(value))
 
 
 def _score_outcomes(run: Run) -> tuple[list[float], list[float]]:

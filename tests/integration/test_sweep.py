@@ -27,7 +27,8 @@ def test_a_sweep_through_ray_equals_the_same_replays_one_by_one(cli_env, journal
     best = tmp_path / "best.toml"
     done = summary("sweep", "--journal", journal_name, "--grid", "strategy.ema_cross.fast=5,10",
                    "--grid", "strategy.ema_cross.slow=30,40", "--workers", "2", "--metric", "pnl",
-                   "--out", str(best), "--name", f"{journal_name}-grid", env=cli_env)
+                   "--out", str(best), "--report", str(tmp_path / "sweep.html"), "--name", f"{journal_name}-grid",
+                   env=cli_env)
     points = done["points"]
     assert [p["overrides"] for p in points] == [
         [f"strategy.ema_cross.fast={f}", f"strategy.ema_cross.slow={s}"] for f in (5, 10) for s in (30, 40)]
@@ -37,6 +38,7 @@ def test_a_sweep_through_ray_equals_the_same_replays_one_by_one(cli_env, journal
         assert point["error"] == "" and point["metrics"][f"state_digest.{journal_name}"] == alone["state_digest"]
         assert point["metrics"]["orders"] == alone["orders"] and point["metrics"]["fills"] == alone["fills"]
         assert point["metrics"][f"pnl.{journal_name}"] == pytest.approx(float(alone["pnl"]["USD"]), abs=1e-9)
+    assert 'id="fig-heatmap"' in (tmp_path / "sweep.html").read_text()
     winner = max(points, key=lambda p: (p["metrics"]["pnl"], -p["index"]))
     assert done["best"] == winner["index"]
     # the best point's configuration is one the daemon loads, and it is that point's

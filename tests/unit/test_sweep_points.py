@@ -64,3 +64,19 @@ def test_a_sweep_without_its_extra_is_an_error_naming_the_extra(monkeypatch, cap
     monkeypatch.setitem(sys.modules, "ray", None)  # as where foxhunt[sweep] is not installed
     assert cli.main(["sweep", "--journal", "x", "--grid", "strategy.ema_cross.fast=5"]) == 2
     assert "pip install 'foxhunt[sweep]'" in capsys.readouterr().err
+
+
+def test_a_sweeps_report_draws_its_parameters_against_the_metric(tmp_path):
+    from foxhunt.runtime import report
+
+    points = [{"index": i, "overrides": [f"strategy.ema_cross.fast={f}", f"strategy.ema_cross.slow={s}",
+                                         'strategy.name="ema_cross"'],
+               "metrics": {"sharpe": float(f * s), "pnl": 1.5, "orders": 3}, "error": ""}
+              for i, (f, s) in enumerate([(5, 30), (5, 40), (10, 30), (10, 40)])]
+    points.append({"index": 4, "overrides": ["strategy.ema_cross.fast=20", "strategy.ema_cross.slow=30",
+                                             'strategy.name="ema_cross"'], "metrics": {}, "error": "boom"})
+    out = tmp_path / "sweep.html"
+    report.render_sweep(points, "sharpe", out, "a sweep")
+    page = out.read_text()
+    assert 'id="fig-parallel"' in page and 'id="fig-heatmap"' in page and "data-figures='2'" in page
+    assert "strategy.ema_cross.slow" in page and "boom" in page and "strategy.name" not in page.split("<table")[1]
