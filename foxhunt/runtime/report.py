@@ -47,6 +47,7 @@ from foxhunt.messages.system import (
     ClockHeld,
     FeedGap,
     InstrumentStateChanged,
+    PositionChanged,
     RunStarted,
     RunStopped,
     TradingStateChanged,
@@ -185,10 +186,10 @@ class Tracker:
         elif kind is InstrumentStateChanged and inside:
             what = "paused" if msg.paused else "resumed"
             self.run.states.append((ts, "instrument", f"{msg.symbol} {what}: {msg.cause}"))
-        elif kind.__name__ == "PositionChanged":
+        elif kind is PositionChanged:
             self._round_trip(msg, ts, inside)
 
-    def _round_trip(self, msg, ts: int, inside: bool) -> None:
+    def _round_trip(self, msg: PositionChanged, ts: int, inside: bool) -> None:
         closed = msg.realized_pnl - msg.commissions
         sign = (msg.quantity > 0) - (msg.quantity < 0)
         opened = self.trip.get(msg.symbol)
