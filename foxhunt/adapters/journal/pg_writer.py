@@ -54,6 +54,8 @@ HealthHook = Callable[[str | None, int], None]  # (reason it is degraded, or Non
 CommitHook = Callable[[list[str], float], None]  # (kinds of the committed events, seconds the write took)
 
 
+_HOLDING: dict[tuple[str, int], PostgresJournalWriter] = {}  # (DSN, journal id): this process's writer that took it
+
 RELIEVE_EVERY = 100  # appends between two yields to the writer while a full batch waits (docs/benchmarks.md)
 
 
@@ -188,13 +190,16 @@ class PostgresJournalWriter(JournalWriter):
         session that a reconnection left behind, is waited for, up to DEAD_HOLDER_WAIT seconds; any other
         holder is refused at once."""
         deadline = time.monotonic() + DEAD_HOLDER_WAIT
+        key = (self._dsn, self.journal_id)
         while True:
             cur = await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, self.journal_id))
             (locked,) = await cur.fetchone()
             if locked:
+                _HOLDING[key] = self
                 break
             holder = await _holder(conn, self.journal_id)
-            waiting = holder is None or _dead_local_writer(holder)  # None: it let go meanwhile, try again
+            other = _HOLDING.get(key)  # another writer of this process that holds it is no leftover: no wait
+            waiting = holder is None or (_dead_local_writer(holder) and other in (None, self))
             if not (waiting and time.monotonic() < deadline):
                 raise JournalLocked(f"journal {self.name!r} is held by another writer: {holder or 'gone meanwhile'}")
             await anyio.sleep(0.05)
@@ -214,6 +219,8 @@ class PostgresJournalWriter(JournalWriter):
         self._ranges_end = (upto + 1) * self._span
 
     async def close(self) -> None:
+        if _HOLDING.get((self._dsn, self.journal_id)) is self:
+            del _HOLDING[(self._dsn, self.journal_id)]
         if self._conn is not None:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5), contextlib.suppress(psycopg.Error):
                 await self._conn.close()
