@@ -19,7 +19,7 @@ from foxhunt.messages import codec
 from tests.integration.test_durability import journal_facts
 
 pytestmark = [pytest.mark.postgres, pytest.mark.faults]
-KILLS = 20
+KILLS = 14
 
 
 def submitted_order_ids(dsn: str, name: str) -> set[str]:

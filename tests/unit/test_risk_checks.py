@@ -115,7 +115,7 @@ def run_kernel(limits, account, order, state):
     return rc.REASONS.get(code, "OK"), engine[rc.E_ACCOUNT : rc.E_ROWS].view(np.float64)[rc.A_VALUE :]
 
 
-@settings(max_examples=4000, deadline=None)
+@settings(max_examples=2500, deadline=None)
 @given(cases())
 def test_the_compiled_kernel_agrees_with_its_plain_python_twin(case):
     """Over the whole int64 range: no sum or product in the kernel wraps."""
