@@ -323,7 +323,7 @@ class BacktestTrainable:
     journals: tuple[str, ...]
     sets: tuple[str, ...] = ()
 
-    def __call__(self, overrides: tuple[str, ...], seed: int, report: Callable[[dict[str, float]], None]
+    def __call__(self, overrides: tuple[str, ...], seed: int, report: Callable[..., None], workdir: Path
                  ) -> dict[str, object]:
         return anyio.run(self._run, overrides)
 

@@ -108,6 +108,40 @@ def build_parser() -> argparse.ArgumentParser:
                      " that did not finish")
     swp.add_argument("--json", action="store_true", help="print the results as one JSON object")
 
+    tn = sub.add_parser("tune", parents=[common],
+                        help="search a forecaster's or an agent's settings (Optuna on Ray Tune) and store the best")
+    tn.add_argument("model", choices=[*ARCHITECTURES, *AGENTS], metavar="MODEL",
+                    help=f"a forecaster, one of {', '.join(ARCHITECTURES)}, or a trading agent, {' or '.join(AGENTS)}")
+    _data_arguments(tn)
+    tn.add_argument("--space", action="append", default=[], metavar="KEY=KIND:...",
+                    help="a setting to search: KEY=float:LO:HI, log:LO:HI, int:LO:HI or choice:A|B|C, e.g."
+                         " train.learning_rate=log:0.0001:0.01 (agents.* for an agent; repeat for several)")
+    tn.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
+                    help="a setting every trial has")
+    tn.add_argument("--trials", type=_positive_int, default=16, metavar="N", help="trials in all (default 16)")
+    tn.add_argument("--seed", type=int, default=1, metavar="N",
+                    help="every trial's weights, and the sampler's draws (default 1)")
+    tn.add_argument("--metric", metavar="NAME", help="what the best trial has most of, -NAME for the least (default:"
+                    " a forecaster's validation_loss, least; an agent's held_out_pnl_bp, most)")
+    tn.add_argument("--grace", type=_positive_int, default=1, metavar="N",
+                    help="evaluations every trial gets before ASHA may stop it (default 1)")
+    tn.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1, metavar="N",
+                    help="trials at a time (default: this machine's CPUs)")
+    tn.add_argument("--cpus-per-trial", type=_positive_float, default=1.0, metavar="N", help="(default 1)")
+    tn.add_argument("--gpus-per-trial", type=_positive_float, default=None, metavar="X",
+                    help="a GPU share, 0.25 to run four trials on one (--device cuda needs it)")
+    tn.add_argument("--address", metavar="ADDR", help="join this Ray cluster (default: Ray inside this command)")
+    tn.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    tn.add_argument("--size", choices=["tiny", "production"], default="tiny",
+                    help="the architecture's preset the space varies: tiny (the CPU) or production (the GPU)")
+    tn.add_argument("--symbol", default="EURUSD", help="an agent: the instrument it trades (default EURUSD)")
+    tn.add_argument("--out", metavar="STORE", help="where the best model goes: a directory or s3://bucket/prefix"
+                    " (default: [models] store)")
+    tn.add_argument("--name", metavar="NAME", help="the search's name: its directory under the state directory's"
+                    " tunes/ (default: tune-MODEL-TIME)")
+    tn.add_argument("--resume", action="store_true", help="go on with search --name, its finished trials kept")
+    tn.add_argument("--json", action="store_true", help="print the results as one JSON object")
+
     ing = sub.add_parser("ingest", parents=[common], help="bulk-load market data into a journal")
     ing.add_argument("file", metavar="FILE", help="a CSV, Parquet or Arrow file (by its extension), or a feed spec"
                      " such as csv:PATH,symbol=EURUSD,columns=ts:time;bid:b;ask:a")
@@ -168,6 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="ensemble: the stored models it combines (weights fitted on the validation range)")
     _data_arguments(tr)
     tr.add_argument("--seed", type=int, default=1, metavar="N", help="decides the weights, with the data (default 1)")
+    tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
+                    help="a setting over the configuration's, e.g. train.learning_rate=0.002 (what a tune's trial sets)")
     tr.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     tr.add_argument("--size", choices=["tiny", "production"], default="tiny",
                     help="the architecture's preset: tiny (the CPU, seconds) or production (the GPU)")
@@ -210,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bootstrap.configure_numba(cfg)
         handlers = {"run": cmd_run, "replay": cmd_replay, "ingest": cmd_ingest, "journal": cmd_journal, "db": cmd_db,
                     "admin": cmd_admin, "risk": cmd_risk, "train": cmd_train, "models": cmd_models,
-                    "report": cmd_report, "sweep": cmd_sweep}
+                    "report": cmd_report, "sweep": cmd_sweep, "tune": cmd_tune}
         handler: Callable = handlers[args.command]
         return handler(args, cfg)
     except BrokenPipeError:
@@ -405,6 +441,100 @@ def _cell(value) -> str:
     return "-" if value is None else str(value)
 
 
+def cmd_tune(args: argparse.Namespace, cfg: config.Config) -> int:
+    """`foxhunt tune MODEL`: a search over the model's settings (training/tune.py), each trial a training run
+    (training/trainables.py) on data read here once, the best finished trial's model stored, its manifest
+    naming the search."""
+    try:
+        import optuna  # noqa: F401
+        import ray  # noqa: F401
+
+        from foxhunt.training import tune
+    except ImportError:
+        raise ConfigError("foxhunt tune runs Optuna on Ray Tune, an optional extra: pip install 'foxhunt[sweep]'"
+                          " (scripts/setup sweep)") from None
+    if args.resume and not args.name:
+        raise ConfigError("--resume needs the --name of the search to go on with")
+    if args.device == "cuda" and not args.gpus_per_trial:
+        raise ConfigError("--device cuda: give each trial a GPU share with --gpus-per-trial (0.25: four trials a GPU)")
+    cfg = config.override(cfg, args.sets)
+    agent = args.model in AGENTS
+    searches = bootstrap.state_dir(cfg) / "tunes"
+    if args.resume and args.space:
+        raise ConfigError("--resume goes on with the search's own space: give no --space")
+    name = args.name or f"tune-{args.model}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    dimensions = (tune.saved_space(searches / name) if args.resume
+                  else tune.space(args.space, ("agents",) if agent else ("train",)))
+    edges = [cfg] + [config.override(cfg, tune.overrides({d.key: v})) for d in dimensions for v in d.ends()]
+    for edge in edges:  # every edge of the space makes a model, before any data is read
+        edge.agents.agent(args.model, args.size) if agent else edge.train.model(args.model, args.size)
+    models = bootstrap.model_store(cfg, args.out)
+    dsn = bootstrap.resolve_dsn(cfg)
+    trainable = _run_async(_tunable, args, cfg, dsn, agent)
+    metric = args.metric or trainable.metric
+    mode = "min" if metric.startswith("-") or (not args.metric and trainable.mode == "min") else "max"
+    metric = metric.lstrip("-")
+    evaluations = max(trainable.evaluations(edge) for edge in edges) + 1  # and the final report
+    outcomes = tune.run(trainable, dimensions, args.trials, metric, mode, args.seed, searches, name, args.workers,
+                        args.address, args.resume,
+                        args.cpus_per_trial, args.gpus_per_trial or 0.0, evaluations, args.grace)
+    chosen = tune.best(outcomes, metric, mode)
+    stored = None
+    if chosen is not None:
+        search = tune.record(name, dimensions, outcomes, chosen, metric, mode, args.seed, args.workers)
+        stored = tune.keep(chosen, search, models)
+    if args.json:
+        print(json.dumps({"tune": name, "metric": metric, "mode": mode,
+                          "best": None if chosen is None else chosen.trial,
+                          "model": None if stored is None else stored[0],
+                          "trials": [{"trial": o.trial, "overrides": list(o.overrides), "ended": o.ended,
+                                      "error": o.error, "metrics": o.metrics} for o in outcomes]},
+                         sort_keys=True, default=str))
+    else:
+        _print_tune(outcomes, metric, chosen, name, stored, models.location)
+    return EXIT_OK if chosen is not None else EXIT_ERROR
+
+
+async def _tunable(args: argparse.Namespace, cfg: config.Config, dsn: str, agent: bool):
+    """The trainable of `foxhunt tune`, with the market data it trains on, read from the journals once."""
+    from foxhunt.training import trainables
+
+    store = await bootstrap.open_store(cfg, dsn)
+    if agent:
+        from foxhunt.training import agents
+        from foxhunt.training.rl.episode import check
+
+        check(agents.agent_trading(cfg), args.symbol)
+        request = agents.AgentRequest(args.model, args.journals, args.symbol, args.start, args.end, args.seed,
+                                      args.device, args.size, False)
+        market = await agents.market(store, request, cfg)
+        history = await agents.history(store, request, cfg) if args.model == "iql" else None
+        return trainables.AgentTrainable(cfg, args.model, args.symbol, args.size, args.device, tuple(args.journals),
+                                         market, history, bootstrap.agent_engine, args.start, args.end)
+    from foxhunt.training import dataset
+
+    market, sources = await dataset.read_market_data(store, args.journals, args.start, args.end)
+    return trainables.ForecasterTrainable(cfg, args.model, args.size, args.device, market, sources, args.start,
+                                          args.end)
+
+
+def _print_tune(outcomes, metric: str, chosen, name: str, stored, location: str) -> None:
+    ended = [o.ended for o in outcomes]
+    print(f"tune {name}: {len(outcomes)} trials, {ended.count('finished')} finished, {ended.count('stopped')}"
+          f" stopped early, {ended.count('failed')} failed")
+    print(f"  {'trial':<12}{'ended':<10}{metric:>16}  overrides")
+    for o in outcomes:
+        mark = "*" if chosen is not None and o.trial == chosen.trial else " "
+        value = f"failed: {o.error}" if o.error else _cell(o.metrics.get(metric))
+        print(f"{mark} {o.trial:<12}{o.ended:<10}{value:>16}  {' '.join(o.overrides)}")
+    if stored is not None:
+        mid, new = stored
+        print(f"best (*): trial {chosen.trial}, model {mid} in {location}"
+              + ("" if new else " (already there: same weights; its manifest is the earlier one's)"))
+    else:
+        print("no trial finished: nothing stored")
+
+
 def cmd_ingest(args: argparse.Namespace, cfg: config.Config) -> int:
     feed = bootstrap.ingest_feed(cfg, args.file, args.on_bad_row)
     dsn = bootstrap.resolve_dsn(cfg)
@@ -490,6 +620,7 @@ def cmd_risk(args: argparse.Namespace, cfg: config.Config) -> int:
 
 
 def cmd_train(args: argparse.Namespace, cfg: config.Config) -> int:
+    cfg = config.override(cfg, args.sets)
     if args.model in AGENTS:
         return _train_agent(args, cfg)
     if args.record:
@@ -812,5 +943,5 @@ def _positive_float(text: str) -> float:
     except ValueError:
         value = -1.0
     if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value

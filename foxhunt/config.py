@@ -349,6 +349,15 @@ def apply_sets(raw: dict[str, Any], assignments: list[str]) -> dict[str, Any]:
     return raw
 
 
+def override(cfg: Config, assignments: Sequence[str]) -> Config:
+    """`cfg` with `--set a.b.c=value` assignments over it, checked as a whole like a file (a key that is no
+    setting, or a value of the wrong type, is a ConfigError naming it)."""
+    if not assignments:
+        return cfg
+    raw = apply_sets(msgspec.to_builtins(cfg), list(assignments))
+    return convert(raw, Config, "--set " + " ".join(assignments))
+
+
 def merge(base: dict[str, Any], update: dict[str, Any]) -> None:
     """Deep-merge `update` into `base`: sections merge, values replace."""
     for key, value in update.items():

@@ -7,6 +7,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -17,7 +18,7 @@ class Recording:
 
     directory: str
 
-    def __call__(self, overrides, seed, report):
+    def __call__(self, overrides, seed, report, workdir):
         values = dict(o.split("=", 1) for o in overrides)
         x = values["x"].strip('"')
         runs = Path(self.directory) / f"ran-{x}"
@@ -32,3 +33,26 @@ class Recording:
             time.sleep(0.1)
         report({"partial": 1.0})
         return {"score": float(len(x)), "seed": seed}
+
+
+@dataclass(frozen=True)
+class DiesOnce:
+    """A trainable whose worker dies right after its first report with a checkpoint, once in all (the file
+    `died` in `directory` remembers); a run that starts with a checkpoint in its working directory leaves the
+    file `resumed` there."""
+
+    inner: Any
+    directory: str
+
+    def __call__(self, overrides, seed, report, workdir):
+        died, resumed = Path(self.directory) / "died", Path(self.directory) / "resumed"
+        if died.exists() and any((Path(workdir) / "checkpoints").glob("*.pt")):
+            resumed.write_text("")
+
+        def reporting(metrics, checkpoint=False):
+            report(metrics, checkpoint=checkpoint)
+            if checkpoint and not died.exists():
+                died.write_text("")
+                os._exit(1)  # the worker process dies, as one killed by the OOM killer would
+
+        return self.inner(overrides, seed, reporting, workdir)

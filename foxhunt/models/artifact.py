@@ -75,7 +75,12 @@ def pack(model: nn.Module, manifest: Manifest) -> dict[str, bytes]:
     """A forecaster's or an agent's weights, or an ensemble's own (its members are models of their own, by id)."""
     state = {"weights": model.weights} if isinstance(model, Ensemble) else model.state_dict()
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in state.items()}
-    return {WEIGHTS: save_tensors(tensors), MANIFEST: msgspec.json.format(msgspec.json.encode(manifest))}
+    return {WEIGHTS: save_tensors(tensors), MANIFEST: encode_manifest(manifest)}
+
+
+def encode_manifest(manifest: Manifest) -> bytes:
+    """The manifest file: indented JSON, for people to read."""
+    return msgspec.json.format(msgspec.json.encode(manifest))
 
 
 def read_manifest(files: dict[str, bytes], where: str) -> Manifest:

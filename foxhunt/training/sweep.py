@@ -18,7 +18,8 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,16 +31,21 @@ from foxhunt.errors import ConfigError
 Overrides = tuple[str, ...]  # `--set` assignments, as `key=value` with the value written as TOML
 
 
+class Report(Protocol):
+    def __call__(self, metrics: dict[str, Any], checkpoint: bool = False) -> None: ...
+
+
 class Trainable(Protocol):
-    """One point of a search: its overrides and a seed in, its metrics out (numbers, and what it made:
-    `artefact`, a journal's name or a model's id, where it made one). `report` hears intermediate metrics
-    (an epoch's losses; a backtest has none). It runs in a Ray worker process, so it must pickle."""
+    """One point of a search: its overrides and a seed in, its metrics out (numbers, and what it made: a
+    model's id, where it made one). `report` hears intermediate metrics (an evaluation's; a backtest has
+    none), with `checkpoint=True` when `workdir` holds a state to resume from, which a search keeps. A run
+    keeps its files in `workdir`: its checkpoints (a run that finds one there resumes from it) and what it
+    made (a model, in a store there). It runs in a Ray worker process, so it must pickle."""
 
-    def __call__(self, overrides: Overrides, seed: int, report: Callable[[dict[str, float]], None]
-                 ) -> dict[str, Any]: ...
+    def __call__(self, overrides: Overrides, seed: int, report: Report, workdir: Path) -> dict[str, Any]: ...
 
 
-def _toml(value: Any) -> str:
+def toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -49,7 +55,7 @@ def _toml(value: Any) -> str:
     return json.dumps(str(value))  # a TOML basic string is a JSON string for what settings hold
 
 
-def _literal(text: str) -> Any:
+def literal(text: str) -> Any:
     """A grid value as written: an integer, a float, true/false, or text."""
     for kind in (int, float):
         try:
@@ -67,7 +73,7 @@ def grid(specs: Sequence[str]) -> list[Overrides]:
         items = [v.strip() for v in values.split(",") if v.strip()]
         if not sep or not key.strip() or not items:
             raise ConfigError(f"--grid {spec!r}: expected KEY=V1,V2,... as in strategy.ema_cross.fast=5,10,20")
-        axes.append([f"{key.strip()}={_toml(_literal(v))}" for v in items])
+        axes.append([f"{key.strip()}={toml_value(literal(v))}" for v in items])
     return [tuple(point) for point in itertools.product(*axes)]
 
 
@@ -89,7 +95,7 @@ def random(specs: Sequence[str], samples: int, seed: int) -> list[Overrides]:
                 lo_f, hi_f = (float(x) for x in rest.split(":"))
                 values = [float(v) for v in rng.uniform(lo_f, hi_f, samples)]
             elif kind == "choice":
-                options = [_literal(x) for x in rest.split("|") if x]
+                options = [literal(x) for x in rest.split("|") if x]
                 values = [options[i] for i in rng.integers(0, len(options), samples)]
             else:
                 raise ValueError
@@ -99,7 +105,7 @@ def random(specs: Sequence[str], samples: int, seed: int) -> list[Overrides]:
             raise ConfigError(f"--random {spec!r}: expected KEY=int:LO:HI, KEY=float:LO:HI or KEY=choice:A|B|C"
                               ) from None
         for draw, value in zip(draws, values, strict=True):
-            draw.append(f"{key}={_toml(value)}")
+            draw.append(f"{key}={toml_value(value)}")
     return [tuple(d) for d in draws]
 
 
@@ -118,11 +124,14 @@ def _trial(config: dict[str, Any], point_of: Trainable) -> None:
     a point that raises recorded with its error; the batch's outcomes reported once, as JSON."""
     from ray import tune
 
+    def report(partial: dict[str, Any], checkpoint: bool = False) -> None:
+        tune.report({**partial, "done": False})  # a backtest keeps no checkpoint: a point runs again whole
+
     done = []
     for point in config["batch"]:
         try:
-            metrics = point_of(tuple(point["overrides"]), int(point["seed"]),
-                               lambda partial: tune.report({**partial, "done": False}))
+            with tempfile.TemporaryDirectory(prefix="foxhunt-point-") as workdir:
+                metrics = point_of(tuple(point["overrides"]), int(point["seed"]), report, Path(workdir))
             done.append({"index": point["index"], "metrics": metrics, "error": ""})
         except Exception as e:  # noqa: BLE001 - a point's failure is its outcome; the batch goes on
             done.append({"index": point["index"], "metrics": {}, "error": f"{type(e).__name__}: {e}"})
@@ -183,13 +192,13 @@ def run(trainable: Trainable, points: Sequence[Overrides], seed: int, directory:
             for done in json.loads(result.metrics["outcomes"]):
                 outcomes[done["index"]].metrics, outcomes[done["index"]].error = done["metrics"], done["error"]
             continue
-        why = _first_line(result.error) if result.error is not None else "the trial reported no result"
+        why = first_line(result.error) if result.error is not None else "the trial reported no result"
         for index in indices:
             outcomes[index].error = why
     return [outcomes[i] for i in sorted(outcomes)]
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     cause = [line for line in text if "Error" in line or "error" in line]
     return (cause[-1] if cause else text[-1] if text else type(error).__name__).strip()

@@ -7,6 +7,7 @@ weights, in one process and in two; a resumed run ends where an uninterrupted on
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -419,3 +420,24 @@ async def test_iql_learns_offline_from_a_journal_of_noisy_trading_and_beats_flat
     trainer.run()
     result = compare(judge, trainer.policy(), 6, seed=1)
     assert result["agent"]["pnl_bp"] > 30.0 and result["agent"]["pnl_bp"] > result["random"]["pnl_bp"] + 100.0, result
+
+
+def test_an_agent_as_a_tunes_trial_reports_each_evaluation_with_a_checkpoint_and_leaves_its_model(tmp_path):
+    from foxhunt.training.trainables import AgentTrainable, trained
+
+    cfg = config.override(config.load(None, {}), [
+        "agents.env.episode_steps=300", "agents.env.decision_every=5", "agents.rainbow.steps=512",
+        "agents.rainbow.eval_every=256", "agents.rainbow.learn_start=128"])
+    trial = AgentTrainable(cfg, "rainbow", "EURUSD", "tiny", "cpu", ("synthetic",), market(6_000, **EDGE), None,
+                           bootstrap.agent_engine)
+    reports: list[tuple[dict, bool]] = []
+    first = trial(("agents.rainbow.learning_rate=0.0005",), 3, lambda m, checkpoint=False: reports.append((m, checkpoint)),
+                  tmp_path)
+    assert [(m["step"], saved) for m, saved in reports] == [(256, True), (512, True)]
+    assert first["held_out_pnl_bp"] == reports[-1][0]["held_out_pnl_bp"] and "random_pnl_bp" in first
+    stored = trained(tmp_path)
+    assert stored.ids() == [first["model"]]
+    manifest = json.loads(stored.get(first["model"])["manifest.json"])
+    assert manifest["config"]["learning_rate"] == 0.0005 and manifest["seed"] == 3
+    again = trial(("agents.rainbow.learning_rate=0.0005",), 3, lambda m, checkpoint=False: None, tmp_path)
+    assert again["model"] == first["model"]  # its checkpoint in the working directory: resumed, the same weights

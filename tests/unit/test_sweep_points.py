@@ -80,3 +80,65 @@ def test_a_sweeps_report_draws_its_parameters_against_the_metric(tmp_path):
     page = out.read_text()
     assert 'id="fig-parallel"' in page and 'id="fig-heatmap"' in page and "data-figures='2'" in page
     assert "strategy.ema_cross.slow" in page and "boom" in page and "strategy.name" not in page.split("<table")[1]
+
+
+# --- foxhunt tune's space (training/tune.py) --------------------------------------------------------------
+
+
+def test_a_tunes_space_is_ray_domains_over_the_models_section_and_trials_become_set_overrides():
+    import numpy as np
+    from ray.tune.search.sample import Categorical, Float, Integer
+
+    from foxhunt.training import tune
+
+    space = tune.space(["train.learning_rate=log:0.0001:0.01", "train.window=int:8:32",
+                        "train.weight_decay=float:0:0.1", "train.models.mlp.hidden=choice:16|32"], ["train"])
+    assert [(d.key, d.kind, d.values) for d in space] == [
+        ("train.learning_rate", "log", (0.0001, 0.01)), ("train.window", "int", (8, 32)),
+        ("train.weight_decay", "float", (0.0, 0.1)), ("train.models.mlp.hidden", "choice", (16, 32))]
+    domains = [d.domain() for d in space]
+    assert isinstance(domains[0], Float) and isinstance(domains[1], Integer) and isinstance(domains[3], Categorical)
+    assert (domains[1].lower, domains[1].upper) == (8, 33)  # Ray's upper bound is exclusive; ours is not
+    assert [d.ends() for d in space] == [[0.0001, 0.01], [8, 32], [0.0, 0.1], [16, 32]]
+    trial = {"train.learning_rate": np.float64(0.002), "train.window": np.int64(12), "train.models.mlp.hidden": 32}
+    assert tune.overrides(trial) == ("train.learning_rate=0.002", "train.window=12", "train.models.mlp.hidden=32")
+
+
+@pytest.mark.parametrize(("specs", "message"), [
+    ([], "needs a space"),
+    (["train.learning_rate=log:0:0.01"], "LO > 0"),
+    (["train.window=int:8:8"], "LO < HI"),
+    (["train.window=gauss:0:1"], "expected KEY=float"),
+    (["train.models.mlp.hidden=choice:16"], "choice:A|B"),
+    (["agents.ppo.learning_rate=log:0.001:0.01"], "tunes train.* settings, not agents.ppo.learning_rate"),
+    (["train.window=int:8:16", "train.window=int:4:8"], "train.window has a space already"),
+])
+def test_a_tunes_space_that_is_not_one_is_an_error_naming_it(specs, message):
+    from foxhunt.training import tune
+
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("*", r"\*").replace("|", r"\|")):
+        tune.space(specs, ["train"])
+
+
+def test_the_best_trial_is_a_finished_one_with_the_best_metric_the_first_of_equals():
+    from foxhunt.training.tune import TrialOutcome, best
+
+    outcomes = [TrialOutcome("1", (), {"validation_loss": 0.5}, "stopped"),
+                TrialOutcome("2", (), {"validation_loss": 0.7}, "finished"),
+                TrialOutcome("3", (), {}, "failed", "boom"),
+                TrialOutcome("4", (), {"validation_loss": float("nan")}, "finished"),
+                TrialOutcome("5", (), {"validation_loss": 0.6}, "finished"),
+                TrialOutcome("6", (), {"validation_loss": 0.6}, "finished")]
+    assert best(outcomes, "validation_loss", "min").trial == "5"  # not 1: ASHA stopped it before it finished
+    assert best(outcomes, "validation_loss", "max").trial == "2"
+    assert best(outcomes, "pnl", "max") is None
+
+
+def test_a_tune_without_its_extra_is_an_error_naming_the_extra(monkeypatch, capsys):
+    import sys
+
+    from foxhunt import cli
+
+    monkeypatch.setitem(sys.modules, "optuna", None)  # as where foxhunt[sweep] is not installed
+    assert cli.main(["tune", "mlp", "--journal", "x", "--space", "train.window=int:8:16"]) == 2
+    assert "pip install 'foxhunt[sweep]'" in capsys.readouterr().err
