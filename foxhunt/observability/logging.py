@@ -19,6 +19,17 @@ def _render_json(_logger, _name, event_dict) -> str:
     return _json.encode(event_dict).decode()
 
 
+class _Stderr:
+    """Whatever `sys.stderr` is when a line is written, not what it was when logging was configured: a caller
+    that swaps it (a test's capture, a redirect) and closes its own does not leave the logger on a closed file."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure(level: str = "info", json: bool | None = None) -> None:
     json = (not sys.stderr.isatty()) if json is None else json
     structlog.configure(
@@ -29,6 +40,6 @@ def configure(level: str = "info", json: bool | None = None) -> None:
             _render_json if json else structlog.dev.ConsoleRenderer(colors=False),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),
         cache_logger_on_first_use=True,
     )
