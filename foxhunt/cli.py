@@ -137,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     tn.add_argument("--symbol", default="EURUSD", help="an agent: the instrument it trades (default EURUSD)")
     tn.add_argument("--out", metavar="STORE", help="where the best model goes: a directory or s3://bucket/prefix"
                     " (default: [models] store)")
+    tn.add_argument("--report", metavar="FILE.html",
+                    help="write the search's report: every trial's values against --metric, and the table")
     tn.add_argument("--name", metavar="NAME", help="the search's name: its directory under the state directory's"
                     " tunes/ (default: tune-MODEL-TIME)")
     tn.add_argument("--resume", action="store_true", help="go on with search --name, its finished trials kept")
@@ -483,12 +485,19 @@ def cmd_tune(args: argparse.Namespace, cfg: config.Config) -> int:
     if chosen is not None:
         search = tune.record(name, dimensions, outcomes, chosen, metric, mode, args.seed, args.workers)
         stored = tune.keep(chosen, search, models)
+    trials = [{"index": int(o.trial) if o.trial.isdigit() else i, "overrides": list(o.overrides),
+               "metrics": o.metrics, "error": o.error, "trial": o.trial, "ended": o.ended}
+              for i, o in enumerate(outcomes)]
+    if args.report:
+        from foxhunt.runtime import report
+
+        report.render_sweep(trials, metric, Path(args.report), f"foxhunt tune {name}", heat_map=False)
     if args.json:
         print(json.dumps({"tune": name, "metric": metric, "mode": mode,
                           "best": None if chosen is None else chosen.trial,
                           "model": None if stored is None else stored[0],
-                          "trials": [{"trial": o.trial, "overrides": list(o.overrides), "ended": o.ended,
-                                      "error": o.error, "metrics": o.metrics} for o in outcomes]},
+                          "trials": [{k: t[k] for k in ("trial", "overrides", "ended", "error", "metrics")}
+                                     for t in trials]},
                          sort_keys=True, default=str))
     else:
         _print_tune(outcomes, metric, chosen, name, stored, models.location)

@@ -540,10 +540,12 @@ def _page(path: Path, title: str, head: Sequence[str], plots: Sequence[tuple[str
     path.write_text(page, encoding="utf-8")
 
 
-def render_sweep(points: Sequence[dict[str, object]], metric: str, path: Path, title: str) -> None:
-    """A sweep's report (`foxhunt sweep --report`): every point's parameters against `metric` as parallel
-    coordinates, a heat map where the sweep varies two parameters, and the table. `points`: as `foxhunt
-    sweep --json` prints them (index, overrides, metrics, error)."""
+def render_sweep(points: Sequence[dict[str, object]], metric: str, path: Path, title: str,
+                 heat_map: bool = True) -> None:
+    """A sweep's report (`foxhunt sweep --report`, and `foxhunt tune --report` with `heat_map` off: its values
+    are drawn, not a grid): every point's parameters against `metric` as parallel coordinates, a heat map
+    where the sweep varies two parameters, and the table. `points`: as `foxhunt sweep --json` prints them
+    (index, overrides, metrics, error)."""
     import plotly.graph_objects as go
 
     params: dict[str, list[object]] = {}
@@ -567,7 +569,7 @@ def render_sweep(points: Sequence[dict[str, object]], metric: str, path: Path, t
                                  dimensions=dimensions))
     fig.update_layout(height=420, margin=dict(l=80, r=80, t=60, b=30), template="plotly_white")
     plots.append(("parallel", f"Parameters against {metric}", fig))
-    if len(varied) == 2:
+    if heat_map and len(varied) == 2:
         xs = sorted({_override(p, varied[0]) for p in done}, key=_order)
         ys = sorted({_override(p, varied[1]) for p in done}, key=_order)
         z = [[None] * len(xs) for _ in ys]

@@ -30,7 +30,8 @@ def test_a_tune_of_four_trials_stores_its_best_model_and_a_plain_train_of_its_va
     store = str(tmp_path / "models")
     space = ["--space", "train.learning_rate=log:0.0003:0.01", "--space", "train.models.mlp.hidden=choice:8|16"]
     tuned = foxhunt("tune", "mlp", "--journal", journal_name, *space, "--trials", "4", "--workers", "2", "--seed", "5",
-                    "--out", store, "--name", f"{journal_name}-tune", "--json", env=env, timeout=300)
+                    "--out", store, "--name", f"{journal_name}-tune", "--report", str(tmp_path / "tune.html"),
+                    "--json", env=env, timeout=300)
     assert tuned.returncode == 0, tuned.stderr
     done = json.loads(tuned.stdout)
     trials = done["trials"]
@@ -41,6 +42,8 @@ def test_a_tune_of_four_trials_stores_its_best_model_and_a_plain_train_of_its_va
     finished = [t for t in trials if t["ended"] == "finished"]
     best = min(finished, key=lambda t: t["metrics"]["validation_loss"])
     assert done["best"] == best["trial"] and done["model"] == best["metrics"]["model"]
+    page = (tmp_path / "tune.html").read_text()
+    assert 'id="fig-parallel"' in page and 'id="fig-heatmap"' not in page  # drawn values make no grid
 
     shown = json.loads(ok("models", "show", done["model"], "--store", store, env=env).stdout)
     search = shown["training"]["search"]
