@@ -9,7 +9,7 @@ sweep` does; its start timed apart). Reported: each side's seconds and backtests
 per point: the worker-seconds a point took beyond its sequential time, Ray's start left out (a trial runs a
 batch of points: training/sweep.py, `batches`).
 
-    .venv/bin/python bench/sweep.py [--workers 2] [--points 32]
+    .venv/bin/python bench/sweep.py [--workers 2] [--points 32] [--per-trial N ...]
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--points", type=int, default=32)
+    parser.add_argument("--per-trial", type=int, action="append", default=[], metavar="N",
+                        help="points a trial, as sweep.run's per_trial (repeat to compare; default: sweep.batches')")
     args = parser.parse_args()
     cfg = config.load(None)
     dsn = bootstrap.resolve_dsn(cfg)
@@ -52,29 +54,40 @@ def main() -> None:
     points = points[: args.points]
     trainable = bootstrap.BacktestTrainable(cfg, dsn, (JOURNAL,))
 
-    started = time.perf_counter()
-    alone = [trainable(p, 1 + i, lambda _: None) for i, p in enumerate(points)]
-    sequential = time.perf_counter() - started
+    workdir = Path(tempfile.mkdtemp())
+
+    def one_by_one() -> tuple[float, list[dict]]:
+        started = time.perf_counter()
+        alone = [trainable(p, 1 + i, lambda *_, **__: None, workdir) for i, p in enumerate(points)]
+        return time.perf_counter() - started, alone
+
+    before, alone = one_by_one()
+    print(f"{len(points)} points over {JOURNAL} (orders at the first point: {alone[0]['orders']})")
+    print(f"  one process, one after another: {before:8.1f} s, {60 * len(points) / before:6.2f} backtests/min"
+          f" ({before / len(points):.2f} s a point)")
 
     started = time.perf_counter()
     sweep.start_ray(args.workers)
     ray_start = time.perf_counter() - started
-    outcomes = sweep.run(trainable, points, 1, Path(tempfile.mkdtemp()), f"bench-{uuid.uuid4().hex[:8]}",
-                         args.workers)
-    parallel = time.perf_counter() - started
-    assert [o.metrics[f"state_digest.{JOURNAL}"] for o in outcomes] == [a[f"state_digest.{JOURNAL}"] for a in alone]
-    events = alone[0]["orders"]
-    per_point = sequential / len(points)
-    overhead = ((parallel - ray_start) * args.workers - sequential) / len(points)
-    print(f"{len(points)} points over {JOURNAL} (orders at the first point: {events})")
-    print(f"  one process, one after another: {sequential:8.1f} s, {60 * len(points) / sequential:6.2f} backtests/min"
-          f" ({per_point:.2f} s a point)")
-    print(f"  Ray, {args.workers} workers (start included):  {parallel:8.1f} s, {60 * len(points) / parallel:6.2f}"
-          f" backtests/min")
-    print(f"  of which Ray's start: {ray_start:.1f} s; without it {60 * len(points) / (parallel - ray_start):.2f}"
-          " backtests/min")
-    print(f"  ratio: {sequential / parallel:.2f} ({sequential / (parallel - ray_start):.2f} without Ray's start);"
-          f" Ray's overhead per point: {overhead:.2f} worker-seconds")
+    print(f"  Ray's start: {ray_start:.1f} s")
+    runs: list[tuple[int, float]] = []
+    for per_trial in args.per_trial or [None]:
+        started = time.perf_counter()
+        outcomes = sweep.run(trainable, points, 1, Path(tempfile.mkdtemp()), f"bench-{uuid.uuid4().hex[:8]}",
+                             args.workers, per_trial=per_trial)
+        parallel = time.perf_counter() - started
+        assert [o.metrics[f"state_digest.{JOURNAL}"] for o in outcomes] == [a[f"state_digest.{JOURNAL}"] for a in alone]
+        size = len(sweep.batches(len(points), args.workers, per_trial)[0])
+        runs.append((size, parallel))
+        print(f"  Ray, {args.workers} workers, {size} points a trial: {parallel:8.1f} s,"
+              f" {60 * len(points) / parallel:6.2f} backtests/min (with the start: {ray_start + parallel:.1f} s)")
+    after, _ = one_by_one()  # again, after Ray: the machine's pace drifts, so the anchor is the mean of the two
+    sequential = (before + after) / 2
+    print(f"  one process again, after Ray: {after:8.1f} s; the anchor, their mean: {sequential:.1f} s")
+    for size, parallel in runs:
+        overhead = (parallel * args.workers - sequential) / len(points)
+        print(f"  {size} points a trial: ratio {sequential / (ray_start + parallel):.2f} with Ray's start,"
+              f" {sequential / parallel:.2f} without; Ray's overhead per point: {overhead:.2f} worker-seconds")
 
 
 if __name__ == "__main__":
