@@ -171,13 +171,8 @@ def run(trainable: Trainable, points: Sequence[Overrides], seed: int, directory:
     path = directory / name
     trial = tune.with_resources(tune.with_parameters(_trial, point_of=trainable),
                                 {"cpu": cpus_per_trial, "gpu": gpus_per_trial})
-    if resume:
-        if not tune.Tuner.can_restore(str(path)):
-            raise ConfigError(f"--resume: no sweep to resume in {path}")
-        tuner = tune.Tuner.restore(str(path), trainable=trial, resume_errored=True)
-    else:
-        if path.exists():
-            raise ConfigError(f"sweep {name!r} exists in {directory}: --resume it, or give another --name")
+    tuner = restored(path, trial, resume, "sweep")
+    if tuner is None:
         space = {"batch": tune.grid_search([[{"index": i, "overrides": list(points[i]), "seed": seed + i}
                                              for i in batch] for batch in batches(len(points), workers, per_trial)])}
         tuner = tune.Tuner(trial, param_space=space,
@@ -196,6 +191,21 @@ def run(trainable: Trainable, points: Sequence[Overrides], seed: int, directory:
         for index in indices:
             outcomes[index].error = why
     return [outcomes[i] for i in sorted(outcomes)]
+
+
+def restored(path: Path, trial: Any, resume: bool, what: str) -> Any:
+    """With `resume`, the Tune experiment in `path` restored to go on (its finished trials kept, those that
+    failed run again), or a ConfigError if there is none; without, None, or a ConfigError if `path` holds
+    one already. `what`: the sweep or search, as the error names it."""
+    from ray import tune
+
+    if resume:
+        if not tune.Tuner.can_restore(str(path)):
+            raise ConfigError(f"--resume: no {what} to resume in {path}")
+        return tune.Tuner.restore(str(path), trainable=trial, resume_errored=True)
+    if path.exists():
+        raise ConfigError(f"{what} {path.name!r} exists in {path.parent}: --resume it, or give another --name")
+    return None
 
 
 def first_line(error: BaseException) -> str:

@@ -38,7 +38,7 @@ import msgspec
 from foxhunt.errors import ConfigError, ModelError
 from foxhunt.models.artifact import MANIFEST, encode_manifest, read_manifest
 from foxhunt.ports import ModelStore
-from foxhunt.training.sweep import Overrides, Trainable, first_line, literal, start_ray, toml_value
+from foxhunt.training.sweep import Overrides, Trainable, first_line, literal, restored, start_ray, toml_value
 
 REDUCTION_FACTOR = 3  # ASHA keeps the best third at each rung
 
@@ -175,13 +175,8 @@ def run(trainable: Trainable, dimensions: Sequence[Dimension], trials: int, metr
     path = directory / name
     trial = tune.with_resources(tune.with_parameters(_trial, model=trainable, seed=seed),
                                 {"cpu": cpus_per_trial, "gpu": gpus_per_trial})
-    if resume:
-        if not tune.Tuner.can_restore(str(path)):
-            raise ConfigError(f"--resume: no search to resume in {path}")
-        tuner = tune.Tuner.restore(str(path), trainable=trial, resume_errored=True)
-    else:
-        if path.exists():
-            raise ConfigError(f"search {name!r} exists in {directory}: --resume it, or give another --name")
+    tuner = restored(path, trial, resume, "search")
+    if tuner is None:
         path.mkdir(parents=True)
         (path / SPACE_FILE).write_text(json.dumps([{"key": d.key, "kind": d.kind, "values": list(d.values)}
                                                    for d in dimensions]))
