@@ -122,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     tn.add_argument("--seed", type=int, default=1, metavar="N",
                     help="every trial's weights, and the sampler's draws (default 1)")
     tn.add_argument("--metric", metavar="NAME", help="what the best trial has most of, -NAME for the least (default:"
-                    " a forecaster's validation_loss, least; an agent's held_out_pnl_bp, most)")
+                    " a forecaster's validation_loss, least; an agent's held_out_pnl_bp, most; either keeps its"
+                    " own sense when named)")
     tn.add_argument("--grace", type=_positive_int, default=1, metavar="N",
                     help="evaluations every trial gets before ASHA may stop it (default 1)")
     tn.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1, metavar="N",
@@ -473,9 +474,7 @@ def cmd_tune(args: argparse.Namespace, cfg: config.Config) -> int:
     models = bootstrap.model_store(cfg, args.out)
     dsn = bootstrap.resolve_dsn(cfg)
     trainable = _run_async(_tunable, args, cfg, dsn, agent)
-    metric = args.metric or trainable.metric
-    mode = "min" if metric.startswith("-") or (not args.metric and trainable.mode == "min") else "max"
-    metric = metric.lstrip("-")
+    metric, mode = tune.objective(args.metric, trainable.metric, trainable.mode)
     evaluations = max(trainable.evaluations(edge) for edge in edges) + 1  # and the final report
     outcomes = tune.run(trainable, dimensions, args.trials, metric, mode, args.seed, searches, name, args.workers,
                         args.address, args.resume,

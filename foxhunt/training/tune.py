@@ -123,6 +123,14 @@ def overrides(values: dict[str, Any]) -> Overrides:
     return tuple(f"{key}={toml_value(v.item() if hasattr(v, 'item') else v)}" for key, v in values.items())
 
 
+def objective(requested: str | None, default: str, default_mode: str) -> tuple[str, str]:
+    """`--metric` as (name, max or min): the trainable's own metric in its own sense, when not given or
+    named as it is; any other name the most of it, or the least with a leading `-`."""
+    if requested is None or requested == default:
+        return default, default_mode
+    return (requested[1:], "min") if requested.startswith("-") else (requested, "max")
+
+
 @dataclass
 class TrialOutcome:
     """A trial's values, its last metrics, and how it ended: finished, stopped (by ASHA) or failed."""

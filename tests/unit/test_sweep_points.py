@@ -142,3 +142,12 @@ def test_a_tune_without_its_extra_is_an_error_naming_the_extra(monkeypatch, caps
     monkeypatch.setitem(sys.modules, "optuna", None)  # as where foxhunt[sweep] is not installed
     assert cli.main(["tune", "mlp", "--journal", "x", "--space", "train.window=int:8:16"]) == 2
     assert "pip install 'foxhunt[sweep]'" in capsys.readouterr().err
+
+
+def test_a_tunes_metric_keeps_the_models_own_sense_and_a_sign_asks_for_the_least():
+    from foxhunt.training.tune import objective
+
+    assert objective(None, "validation_loss", "min") == ("validation_loss", "min")
+    assert objective("validation_loss", "validation_loss", "min") == ("validation_loss", "min")  # not the most loss
+    assert objective("test_h1_ic", "validation_loss", "min") == ("test_h1_ic", "max")
+    assert objective("-held_out_max_drawdown_bp", "held_out_pnl_bp", "max") == ("held_out_max_drawdown_bp", "min")
