@@ -452,7 +452,7 @@ def cmd_tune(args: argparse.Namespace, cfg: config.Config) -> int:
         import optuna  # noqa: F401
         import ray  # noqa: F401
 
-        from foxhunt.training import tune
+        from foxhunt.training import trainables, tune
     except ImportError:
         raise ConfigError("foxhunt tune runs Optuna on Ray Tune, an optional extra: pip install 'foxhunt[sweep]'"
                           " (scripts/setup sweep)") from None
@@ -462,12 +462,13 @@ def cmd_tune(args: argparse.Namespace, cfg: config.Config) -> int:
         raise ConfigError("--device cuda: give each trial a GPU share with --gpus-per-trial (0.25: four trials a GPU)")
     cfg = config.override(cfg, args.sets)
     agent = args.model in AGENTS
+    kind = trainables.AgentTrainable if agent else trainables.ForecasterTrainable
     searches = bootstrap.state_dir(cfg) / "tunes"
     if args.resume and args.space:
         raise ConfigError("--resume goes on with the search's own space: give no --space")
     name = args.name or f"tune-{args.model}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     dimensions = (tune.saved_space(searches / name) if args.resume
-                  else tune.space(args.space, ("agents",) if agent else ("train",)))
+                  else tune.space(args.space, kind.sections))
     edges = [cfg] + [config.override(cfg, tune.overrides({d.key: v})) for d in dimensions for v in d.ends()]
     for edge in edges:  # every edge of the space makes a model, before any data is read
         edge.agents.agent(args.model, args.size) if agent else edge.train.model(args.model, args.size)

@@ -39,7 +39,7 @@ class ForecasterTrainable:
     end_ns: int | None = None
     metric = "validation_loss"
     mode = "min"
-    sections = ("train",)
+    sections = ("train",)  # what its --space may vary
 
     def evaluations(self, cfg: Config) -> int:
         """The most evaluations a run makes, each a report."""
@@ -88,7 +88,7 @@ class AgentTrainable:
     end_ns: int | None = None
     metric = "held_out_pnl_bp"
     mode = "max"
-    sections = ("agents",)
+    sections = ("agents",)  # what its --space may vary
 
     def evaluations(self, cfg: Config) -> int:
         agent = cfg.agents.agent(self.agent, self.size)  # type: ignore[arg-type]

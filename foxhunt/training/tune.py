@@ -257,9 +257,9 @@ def keep(chosen: TrialOutcome, search: dict[str, Any], models: ModelStore) -> tu
     from foxhunt.training.trainables import trained
 
     where = f"trial {chosen.trial}'s last checkpoint ({chosen.path})"
-    made = trained(Path(chosen.path))
-    ids = made.ids() if chosen.path else []
-    if len(ids) != 1:
+    made = trained(Path(chosen.path)) if chosen.path else None
+    ids = made.ids() if made is not None else []
+    if made is None or len(ids) != 1:
         raise ModelError(f"{where} should hold the trial's model, and holds {len(ids)}")
     files = made.get(ids[0])
     manifest = read_manifest(files, where)
