@@ -28,7 +28,7 @@ from foxhunt.adapters.models.store import LocalModelStore, S3ModelStore
 from foxhunt.adapters.systemd import Notifier
 from foxhunt.adapters.venues.sim import SimVenue
 from foxhunt.adapters.venues.wire_log import WireLoggedVenue
-from foxhunt.admin.server import Access, ServerPolicy
+from foxhunt.admin.server import Access, ServerPolicy, user_ids
 from foxhunt.config import Config, TradingConfig
 from foxhunt.core.kernel import BEHAVIOUR, Kernel
 from foxhunt.errors import ConfigError, InputError, JournalArchived, JournalError, JournalMismatch
@@ -197,6 +197,7 @@ def operations(cfg: Config, journal: str, config_path: str | None = None) -> Ope
         admin = ServerPolicy(
             path=admin_socket(cfg), group=a.group, access=Access.resolve(a.allowed_users, a.allowed_groups),
             max_connections=a.max_connections, idle_timeout=a.idle_timeout,
+            gateways=user_ids(a.gateway_users, "admin.gateway_users"),
         )
     exporter = cfg.telemetry.exporter or ("otlp" if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") else "none")
     tel = None
@@ -439,6 +440,20 @@ def restore_journal(cfg: Config, name: str, progress: Callable[[int, int], None]
     dsn = resolve_dsn(cfg)
     anyio.run(migrate, dsn)
     return partitions.restore(dsn, name, progress)
+
+
+def web_gateway(cfg: Config, dsn: str, store: PostgresJournalStore):
+    """`foxhunt web serve`: the gateway's shared parts (foxhunt/web/app.py), on the journal database."""
+    from foxhunt.web.app import Gateway, WebSettings
+    from foxhunt.web.db import Database
+
+    w = cfg.web
+    settings = WebSettings(
+        live_journal=w.journal, admin_socket=Path(w.admin_socket) if w.admin_socket else admin_socket(cfg),
+        secure_cookies=w.secure_cookies, session_s=w.session_hours * 3600, views=w.views,
+        login_attempts=w.login_attempts, login_window_s=w.login_window,
+    )
+    return Gateway(store, Database(dsn), settings)
 
 
 async def open_store(cfg: Config, dsn: str) -> PostgresJournalStore:

@@ -232,6 +232,21 @@ def build_parser() -> argparse.ArgumentParser:
     md_rm = md.add_parser("rm", parents=[common, store_arg], help="delete a model from the store")
     md_rm.add_argument("model_id", metavar="ID")
 
+    web = sub.add_parser("web", help="the web gateway and dashboard: serve it, and manage its API tokens"
+                         ).add_subparsers(dest="action", required=True, metavar="ACTION")
+    serve = web.add_parser("serve", parents=[common], help="serve the API, its WebSockets and the dashboard ([web])")
+    serve.add_argument("--listen", metavar="HOST:PORT", help="where to listen (default: [web] listen, 127.0.0.1:8787)")
+    serve.add_argument("--journal", metavar="NAME", help="the live daemon's journal (default: [web] journal)")
+    tok = web.add_parser("token", help="API tokens: a token is printed once and stored hashed").add_subparsers(
+        dest="token_action", required=True, metavar="ACTION")
+    tok_add = tok.add_parser("add", parents=[common], help="make a token for an operator")
+    tok_add.add_argument("name", metavar="NAME", help="the operator's name; commands are journaled as web:NAME")
+    tok_add.add_argument("--scope", choices=["read", "operate"], required=True,
+                         help="read: see everything; operate: also halt, reduce, resume, cancel, ...")
+    tok.add_parser("list", parents=[common], help="list the tokens (never the tokens themselves)")
+    tok_rm = tok.add_parser("revoke", parents=[common], help="revoke a token by id, or all of an operator's by name")
+    tok_rm.add_argument("ref", metavar="ID|NAME")
+
     db = sub.add_parser("db", help="the embedded PostgreSQL and the schema")
     db.add_argument("action", choices=["start", "stop", "status", "migrate", "dsn"])
     db.add_argument("--config", metavar="FILE")
@@ -249,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bootstrap.configure_numba(cfg)
         handlers = {"run": cmd_run, "replay": cmd_replay, "ingest": cmd_ingest, "journal": cmd_journal, "db": cmd_db,
                     "admin": cmd_admin, "risk": cmd_risk, "train": cmd_train, "models": cmd_models,
-                    "report": cmd_report, "sweep": cmd_sweep, "tune": cmd_tune}
+                    "report": cmd_report, "sweep": cmd_sweep, "tune": cmd_tune, "web": cmd_web}
         handler: Callable = handlers[args.command]
         return handler(args, cfg)
     except BrokenPipeError:
@@ -803,6 +818,50 @@ def _agent_models(args: argparse.Namespace, cfg: config.Config, models) -> int:
         print(json.dumps(result, sort_keys=True))
     else:
         _print_agent_metrics(result, f"{args.model_id} on {', '.join(args.journals)}")
+    return EXIT_OK
+
+
+def cmd_web(args: argparse.Namespace, cfg: config.Config) -> int:
+    """`foxhunt web serve` (foxhunt/web/), `foxhunt web token add|list|revoke` (foxhunt/web/tokens.py)."""
+    from foxhunt.web import serve
+    from foxhunt.web.db import Database
+    from foxhunt.web.tokens import TokenStore
+
+    sets = ([f"web.listen={json.dumps(args.listen)}"] if getattr(args, "listen", None) else []) + (
+        [f"web.journal={json.dumps(args.journal)}"] if getattr(args, "journal", None) else [])
+    cfg = config.override(cfg, sets)
+    dsn = bootstrap.resolve_dsn(cfg)
+    if args.action == "serve":
+        async def go():
+            store = await bootstrap.open_store(cfg, dsn)
+            await serve.serve(bootstrap.web_gateway(cfg, dsn, store), cfg.web)
+
+        _run_async(go)
+        return EXIT_OK
+
+    async def tokens():
+        await bootstrap.migrate(dsn)
+        db = Database(dsn)
+        try:
+            store = TokenStore(db)
+            if args.token_action == "add":
+                return await store.add(args.name, args.scope)
+            if args.token_action == "list":
+                return await store.list()
+            return await store.revoke(args.ref)
+        finally:
+            await db.aclose()
+
+    result = _run_async(tokens)
+    if args.token_action == "add":
+        token_id, token = result
+        print(f"token {token_id} for {args.name} ({args.scope}); it is shown only now, keep it secret:\n{token}")
+    elif args.token_action == "list":
+        for t in result:
+            state = f"revoked {t['revoked_at']}" if t["revoked_at"] else f"last used {t['last_used_at'] or 'never'}"
+            print(f"{t['id']:>4}  {t['name']:<20} {t['scope']:<8} made {t['created_at']}  {state}")
+    else:
+        print(f"revoked token(s) {', '.join(map(str, result))}")
     return EXIT_OK
 
 

@@ -129,12 +129,40 @@ class AdminConfig(_Section, frozen=True, kw_only=True):
     group: str = ""  # "": socket mode 0600; a group: mode 0660, owned by that group
     allowed_users: list[str] = []  # with allowed_groups: who may connect; both empty: the daemon's own user
     allowed_groups: list[str] = []
+    # Unix users (the web gateway's) that may name the person they act for: the daemon journals that name as
+    # the command's operator, with the gateway's uid. Empty: nobody may.
+    gateway_users: list[str] = []
     max_connections: int = 8
     idle_timeout: float = 3600.0  # seconds an admin connection may sit silent
 
     def __post_init__(self) -> None:
         if self.max_connections <= 0 or self.idle_timeout <= 0:
             raise ValueError("needs max_connections > 0 and idle_timeout > 0")
+
+
+class WebConfig(_Section, frozen=True, kw_only=True):
+    """`foxhunt web`: the gateway process (foxhunt/web/); docs/web.md."""
+
+    listen: str = "127.0.0.1:8787"  # HOST:PORT; anything but loopback belongs behind a TLS reverse proxy
+    journal: str = ""  # the live daemon's journal: the dashboard's and /api/status's; "" for none
+    admin_socket: str = ""  # the daemon's admin socket; "" for the one `foxhunt run` with this config makes
+    secure_cookies: bool = False  # true behind a TLS proxy: the session cookie then travels over HTTPS only
+    session_hours: float = 8.0
+    login_attempts: int = 5  # failed logins a client may make in login_window seconds
+    login_window: float = 60.0
+    views: int = 8  # journals the gateway follows at once (least recently used dropped)
+    forwarded_allow_ips: list[str] = []  # proxies whose X-Forwarded-For names the client (login limit, logs)
+
+    def __post_init__(self) -> None:
+        host, sep, port = self.listen.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"listen: HOST:PORT, got {self.listen!r}")
+        if self.session_hours <= 0 or self.login_attempts <= 0 or self.login_window <= 0 or self.views <= 0:
+            raise ValueError("needs session_hours, login_attempts, login_window and views > 0")
+
+    def address(self) -> tuple[str, int]:
+        host, _, port = self.listen.rpartition(":")
+        return host.strip("[]"), int(port)
 
 
 class IbContractConfig(_Section, frozen=True, kw_only=True):
@@ -281,6 +309,7 @@ class Config(_Section, frozen=True, kw_only=True):
     fix: FixConfig = FixConfig()
     ib: IbConfig = IbConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
+    web: WebConfig = WebConfig()
     instruments: dict[str, InstrumentConfig] = msgspec.field(default_factory=lambda: dict(DEFAULT_INSTRUMENTS))
     strategy: StrategyParams = StrategyParams()
     risk: RiskLimits = RiskLimits()

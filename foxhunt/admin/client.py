@@ -46,10 +46,11 @@ class Connection:
         except OSError as e:
             raise AdminUnavailable(f"cannot connect to {path}: {e.strerror}") from None
 
-    def ask(self, argv: list[str]) -> Reply:
+    def ask(self, argv: list[str], operator: str = "") -> Reply:
+        """One command's reply; `operator`: the person a gateway acts for (protocol.Request)."""
         try:
             try:
-                self.sock.sendall(protocol.frame(Request(argv=argv)))
+                self.sock.sendall(protocol.frame(Request(argv=argv, operator=operator)))
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the daemon answered (a refusal) and closed before it read the request: its answer counts
             header = self._exactly(protocol.HEADER.size)

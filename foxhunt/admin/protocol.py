@@ -9,6 +9,7 @@ it is read.
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -19,8 +20,21 @@ MAX_FRAME = 64 * 1024
 HEADER = struct.Struct(">I")
 
 
-class Request(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class Request(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
     argv: list[str]
+    # The person a gateway acts for (the web gateway's `web:alice`): honoured only from a user the daemon
+    # lists in admin.gateway_users, and journaled as the command's operator with the gateway's uid.
+    operator: str = ""
+
+
+OPERATOR_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}")
+
+
+def check_operator(name: str) -> str:
+    """An operator a gateway names: letters, digits and . _ : @ -, at most 64; UsageError otherwise."""
+    if not OPERATOR_NAME.fullmatch(name):
+        raise UsageError(f"operator name {name[:80]!r} is not allowed: use letters, digits and . _ : @ - (at most 64)")
+    return name
 
 
 class Reply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

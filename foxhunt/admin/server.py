@@ -49,6 +49,14 @@ class Peer:
     user: str
 
 
+def user_ids(users: list[str], key: str) -> frozenset[int]:
+    """The uids of Unix users named in the configuration at `key`; ConfigError names one that does not exist."""
+    try:
+        return frozenset(pwd.getpwnam(name).pw_uid for name in users)
+    except KeyError as e:
+        raise ConfigError(f"{key}: no such user {e.args[0].split(':')[-1].strip()}") from None
+
+
 @dataclass(frozen=True)
 class Access:
     """Who may connect, resolved to numbers once at start-up."""
@@ -58,10 +66,7 @@ class Access:
 
     @classmethod
     def resolve(cls, users: list[str], groups: list[str]) -> Access:
-        try:
-            uids = frozenset(pwd.getpwnam(name).pw_uid for name in users)
-        except KeyError as e:
-            raise ConfigError(f"admin.allowed_users: no such user {e.args[0].split(':')[-1].strip()}") from None
+        uids = user_ids(users, "admin.allowed_users")
         try:
             gids = frozenset(grp.getgrnam(name).gr_gid for name in groups)
         except KeyError as e:
@@ -89,6 +94,7 @@ class ServerPolicy:
     max_connections: int = 8
     idle_timeout: float = 3600.0
     frame_timeout: float = 5.0
+    gateways: frozenset[int] = frozenset()  # uids that may name the operator they act for (Request.operator)
 
 
 Handler = Callable[[Parsed, Peer], Awaitable[Any]]
@@ -180,11 +186,19 @@ async def _serve_peer(stream: anyio.abc.SocketStream, peer: Peer, policy: Server
             log.warning("admin_bad_frame", uid=peer.uid, user=peer.user, error=str(e))
             await _send(stream, Reply(ok=False, error=str(e)))
             return
-        await _send(stream, await _answer(request.argv, peer, handler))
+        await _send(stream, await _answer(request, peer, policy, handler))
 
 
-async def _answer(argv: list[str], peer: Peer, handler: Handler) -> Reply:
+async def _answer(request: protocol.Request, peer: Peer, policy: ServerPolicy, handler: Handler) -> Reply:
+    argv = request.argv
     try:
+        if request.operator:
+            if peer.uid not in policy.gateways:
+                log.warning("admin_refused", uid=peer.uid, user=peer.user, pid=peer.pid,
+                            why="named an operator without being a gateway", operator=request.operator[:80])
+                return Reply(ok=False, error=f"user {peer.user} (uid {peer.uid}) may not act for another operator:"
+                                             " only the users in admin.gateway_users may")
+            peer = Peer(peer.pid, peer.uid, peer.gid, protocol.check_operator(request.operator))
         parsed = protocol.parse(argv)
         if parsed.command == "help":
             return Reply(ok=True, result=protocol.help_text(parsed.args[0] if parsed.args else None))

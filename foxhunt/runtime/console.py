@@ -13,7 +13,6 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
-from itertools import islice
 from typing import Any
 
 import msgspec
@@ -21,14 +20,12 @@ import msgspec
 from foxhunt.admin.protocol import Parsed, UsageError
 from foxhunt.admin.server import Peer
 from foxhunt.config import Config
-from foxhunt.core.kernel import Kernel
-from foxhunt.core.orders import Order
-from foxhunt.messages.base import Derived, format_fixed
+from foxhunt.messages.base import Derived
 from foxhunt.messages.system import AdminCommand
 from foxhunt.ports import Clock, JournalStore
+from foxhunt.runtime import views
 from foxhunt.runtime.loop import TradingLoop
 from foxhunt.runtime.scoring import ScoringService
-from foxhunt.runtime.summary import money_by_currency
 
 Submit = Callable[[AdminCommand], Awaitable[tuple[int, list[Derived]]]]
 
@@ -113,7 +110,7 @@ class Console:
             "trading_state": kernel.state.value,
             "open_orders": len(kernel.orders.open),
             "paused_strategies": sorted(kernel.paused),
-            **held_back(kernel),
+            **views.held_back(kernel),
             **({} if self.scoring is None else {"models_failed": sorted(self.scoring.failed)}),
         }
 
@@ -126,60 +123,16 @@ class Console:
                 f"{failed}")
 
     def positions(self) -> list[dict[str, Any]]:
-        return [
-            {"symbol": p.symbol, "quantity": format_fixed(p.quantity), "avg_price": format_fixed(p.avg_price),
-             "mark": format_fixed(p.mark), "unrealized_pnl": format_fixed(p.unrealized_pnl),
-             "realized_pnl": format_fixed(p.realized_pnl), "commissions": format_fixed(p.commissions),
-             "currency": p.currency, "fills": p.fills}
-            for _, p in sorted(self.loop.kernel.portfolio.positions.items())
-            if p.quantity or p.fills
-        ]
+        return views.positions(self.loop.kernel)
 
     def orders(self, only_open: bool, count: int) -> list[dict[str, Any]]:
-        kernel = self.loop.kernel
-        orders = kernel.orders.open if only_open else kernel.orders.by_id
-        return [_order(o) for o in reversed(list(islice(reversed(orders.values()), count)))]
+        return views.orders(self.loop.kernel, only_open, count)
 
     def pnl(self) -> dict[str, Any]:
-        portfolio = self.loop.kernel.portfolio
-        money = money_by_currency(self.loop.kernel)
-        return {
-            "by_currency": {
-                ccy: {"realized": format_fixed(m["realized"]), "unrealized": format_fixed(m["unrealized"]),
-                      "commissions": format_fixed(m["commissions"]),
-                      "net": format_fixed(m["realized"] + m["unrealized"] - m["commissions"])}
-                for ccy, m in money.items()
-            },
-            "equity": format_fixed(portfolio.equity),
-            "peak_equity": format_fixed(portfolio.peak_equity),
-            "max_drawdown": format_fixed(portfolio.max_drawdown),
-        }
+        return views.pnl(self.loop.kernel)
 
     def risk(self) -> dict[str, Any]:
-        kernel = self.loop.kernel
-        gate, breakers = kernel.gate, kernel.safeguards.breakers
-        return {
-            "trading_state": kernel.state.value,
-            "limits": msgspec.to_builtins(gate.limits),
-            "usage": {
-                "open_orders": len(kernel.orders.open),
-                "working": {s: {"buy_qty": format_fixed(w[0]), "sell_qty": format_fixed(w[1]), "orders": w[2]}
-                            for s, w in gate.working_orders().items()},
-                "gross_exposure": format_fixed(kernel.portfolio.gross_exposure) if kernel.portfolio.track_gross else None,
-                "net_exposure": format_fixed(kernel.portfolio.net_exposure),
-            },
-            "breakers": {
-                "loss_breakers_armed": breakers.armed,
-                "day_start_equity": format_fixed(breakers.day_start_equity),
-                "max_daily_loss": _money(breakers.max_daily_loss),
-                "max_drawdown": _money(breakers.max_drawdown),
-                "action": breakers.action.value,
-                "market_wide_levels_tripped": kernel.safeguards.market_wide.tripped,
-            },
-            "paused_instruments": sorted(gate.paused_instruments()),
-            "paused_strategies": sorted(kernel.paused),
-            **held_back(kernel),
-        }
+        return views.risk(self.loop.kernel)
 
     async def journal_tail(self, count: int) -> list[dict[str, Any]]:
         last = self.loop.journal.committed_seq
@@ -222,19 +175,6 @@ class Console:
         }
 
 
-def _order(o: Order) -> dict[str, Any]:
-    return {
-        "order_id": o.order_id, "strategy": o.strategy_id, "symbol": o.symbol, "side": o.side.value,
-        "type": o.order_type.value, "quantity": format_fixed(o.quantity), "filled": format_fixed(o.filled_qty),
-        "price": None if o.price is None else format_fixed(o.price), "status": o.status.value,
-        "uncertain": o.uncertain,
-    }
-
-
-def _money(value: int | None) -> str | None:
-    return None if value is None else format_fixed(value)
-
-
 def _count(text: str, command: str) -> int:
     if not text.isdigit() or not 0 < int(text) <= 200:
         raise UsageError(f"{command}: -n takes a whole number from 1 to 200, got {text!r}")
@@ -248,17 +188,3 @@ def _redact(dsn: str) -> str:
         creds, _, host = rest.rpartition("@")
         return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}" if ":" in creds else dsn
     return " ".join("password=***" if part.startswith("password=") else part for part in dsn.split())
-
-
-def held_back(kernel: Kernel) -> dict[str, Any]:
-    """The denials the kernel counted and did not journal (core/risk/repeats.py): since the journal began,
-    and in the windows open now, which a DenialsRepeated will summarise when they close."""
-    return {
-        "denials_held_back": kernel.repeats.held_back,
-        "denial_windows": [
-            {"strategy": key[0], "symbol": key[1], "request": key[2], "side": key[3], "reason": key[4],
-             "repeats": w.repeats, "first_order_id": w.first_order_id,
-             "closes_in_ms": max(0, (w.ends_ns - kernel.now_ns) // 1_000_000)}
-            for key, w in sorted(kernel.repeats.open.items())
-        ],
-    }

@@ -56,11 +56,11 @@ async def request(path, *argv: str) -> protocol.Reply:
 
 
 @contextlib.asynccontextmanager
-async def running(tmp_path):
+async def running(tmp_path, gateways: frozenset[int] = frozenset()):
     """A server in a task group of the test's own task (an async fixture would run it in another)."""
     handler = Recorder()
     policy = ServerPolicy(path=tmp_path / "a.sock", access=Access.resolve([], []), max_connections=3,
-                          idle_timeout=30, frame_timeout=0.5)
+                          idle_timeout=30, frame_timeout=0.5, gateways=gateways)
     async with anyio.create_task_group() as tg:
         await tg.start(serve, policy, handler)
         yield policy, handler
@@ -73,6 +73,29 @@ async def test_socket_is_private_and_answers_its_owner(tmp_path):
         reply = await request(policy.path, "halt", "--reason", "test")
         assert reply.ok and reply.result == {"user": me(), "uid": os.geteuid()}
         assert handler.calls == [("halt", [], "test", me())]
+
+
+async def test_only_a_gateway_user_may_name_the_operator_it_acts_for(tmp_path):
+    halt = ["halt", "--reason", "from the browser"]
+    async with running(tmp_path) as (policy, handler):  # we are allowed to connect, but no gateway
+        reply = await ask(policy.path, protocol.frame(Request(argv=halt, operator="web:alice")))
+        assert not reply.ok and "may not act for another operator" in reply.error and "admin.gateway_users" in reply.error
+        assert handler.calls == []
+    async with running(tmp_path, gateways=frozenset({os.geteuid()})) as (policy, handler):
+        reply = await ask(policy.path, protocol.frame(Request(argv=halt, operator="web:alice")))
+        assert reply.ok and reply.result == {"user": "web:alice", "uid": os.geteuid()}
+        for bad in ("web alice", "-x", "a" * 65, "web:al\nice"):
+            reply = await ask(policy.path, protocol.frame(Request(argv=halt, operator=bad)))
+            assert not reply.ok and "is not allowed" in reply.error
+        assert (await request(policy.path, *halt)).result["user"] == me()  # without a name: the gateway's own
+        assert [call[3] for call in handler.calls] == ["web:alice", me()]
+
+
+def test_unknown_gateway_users_are_a_config_error():
+    from foxhunt.admin.server import user_ids
+
+    with pytest.raises(ConfigError, match="admin.gateway_users: no such user"):
+        user_ids(["no-such-user-here"], "admin.gateway_users")
 
 
 async def test_usage_errors_and_failing_queries_are_answered_and_the_server_carries_on(tmp_path):

@@ -1,0 +1,713 @@
+"""The gateway's routes: one table (`ENDPOINTS`) that both serves the API and writes its OpenAPI document.
+
+Every route but the login and the dashboard's files needs a principal (auth.py): a bearer token, or a
+browser session whose requests that change something carry its CSRF token and come from this origin. A
+route names the scope it needs; query parameters are declared, parsed and refused by name. Errors answer
+as `{"error": "..."}` with the status that says what went wrong: 400 bad input, 401 no or bad
+credentials, 403 not allowed, 404 no such journal, 409 the daemon refused, 429 too many logins, 503
+PostgreSQL or the daemon cannot be reached.
+
+Reads come from PostgreSQL (journals.py); commands go to the daemon's admin socket with the user's name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import structlog
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import FileResponse, HTMLResponse, Response
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from foxhunt.admin import protocol
+from foxhunt.admin.client import AdminUnavailable, Connection
+from foxhunt.errors import ConfigError, JournalError, JournalNotFound, JournalUnavailable
+from foxhunt.ports import JournalStore
+from foxhunt.runtime import views
+from foxhunt.runtime.summary import summarize
+from foxhunt.web import auth
+from foxhunt.web.auth import LoginLimiter, Principal, Scope, Session, Sessions
+from foxhunt.web.db import Database
+from foxhunt.web.journals import Journals, JournalView, event
+from foxhunt.web.tokens import TokenStore
+
+log = structlog.get_logger("foxhunt.web")
+
+STATIC = Path(__file__).resolve().parent / "static"
+COOKIE = "foxhunt_session"
+CSRF_HEADER = "x-csrf-token"
+SECURITY_HEADERS = {
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+    "referrer-policy": "no-referrer",
+    # scripts only from this site, none inline; inline styles are allowed because the chart library sets them
+    "content-security-policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:;"
+                               " connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+}
+
+
+# --- what goes over the wire (the OpenAPI document's schemas come from these) ---------------------
+
+class ErrorOut(msgspec.Struct):
+    error: str
+
+
+class LoginIn(msgspec.Struct, forbid_unknown_fields=True):
+    token: str
+
+
+class SessionOut(msgspec.Struct):
+    name: str
+    scope: str
+    csrf: str
+    live_journal: str
+
+
+class JournalEntry(msgspec.Struct):
+    name: str
+    created_at: str
+    last_seq: int
+    config_digest: str
+    writer: str | None  # the application holding the journal's writer lock: a daemon running on it
+
+
+class EventOut(msgspec.Struct):
+    seq: int
+    causation: int | None
+    kind: str
+    event: dict[str, Any]
+
+
+class EventsPage(msgspec.Struct):
+    events: list[EventOut]
+    next_seq: int  # ask for this next: no gap, no repeat
+    last_seq: int
+
+
+class ViewState(msgspec.Struct):
+    journal: str
+    seq: int
+    inputs: int
+    ready: bool  # caught up with the journal as it was when the gateway started following it
+    caught_up_to: int
+    last_event_ns: int
+    trading_state: str | None
+    open_orders: int
+    venues_down: list[str]
+    paused_strategies: list[str]
+
+
+class Status(msgspec.Struct):
+    journal: str
+    writer: str | None
+    view: ViewState
+
+
+class PositionOut(msgspec.Struct):
+    symbol: str
+    quantity: str
+    avg_price: str
+    mark: str
+    unrealized_pnl: str
+    realized_pnl: str
+    commissions: str
+    currency: str
+    fills: int
+
+
+class OrderOut(msgspec.Struct):
+    order_id: str
+    strategy: str
+    symbol: str
+    side: str
+    type: str
+    quantity: str
+    filled: str
+    price: str | None
+    status: str
+    uncertain: bool
+
+
+class PnlOut(msgspec.Struct):
+    by_currency: dict[str, dict[str, str]]
+    equity: str
+    peak_equity: str
+    max_drawdown: str
+
+
+class FillOut(msgspec.Struct):
+    seq: int
+    time_ns: int
+    order_id: str
+    symbol: str
+    side: str | None
+    quantity: str
+    price: str
+
+
+class BarsOut(msgspec.Struct):
+    symbol: str
+    bars: list[tuple[int, float, float, float, float]]  # [time_s, open, high, low, close] of the mid price
+
+
+class CommandIn(msgspec.Struct, forbid_unknown_fields=True):
+    command: str  # halt, reduce, resume, kill, flatten, cancel, limit, strategy (foxhunt admin's `help`)
+    reason: str
+    args: list[str] = []
+
+
+class CommandOut(msgspec.Struct):
+    seq: int
+    trading_state: str
+    derived: list[dict[str, Any]]
+
+
+# --- the routes --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: type  # int, str or bool
+    help: str
+    default: Any = None  # None: required
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    method: str
+    path: str
+    handler: Callable[..., Awaitable[Any]]
+    scope: Scope | None  # None: no principal needed
+    summary: str
+    query: tuple[Param, ...] = ()
+    body: type | None = None
+    response: Any = None  # a type msgspec describes; str: a media type that is not JSON
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.headers = headers or {}
+
+
+@dataclass
+class WebSettings:
+    live_journal: str
+    admin_socket: Path
+    secure_cookies: bool
+    session_s: float
+    views: int
+    login_attempts: int
+    login_window_s: float
+
+
+@dataclass
+class Gateway:
+    """What the routes share; built by the composition root (bootstrap.web_gateway)."""
+
+    store: JournalStore
+    db: Database
+    settings: WebSettings
+    tokens: TokenStore = field(init=False)
+    sessions: Sessions = field(init=False)
+    limiter: LoginLimiter = field(init=False)
+    journals: Journals | None = None  # once the app has started (it holds the views' task group)
+    reports: dict[tuple[str, int], bytes] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.tokens = TokenStore(self.db)
+        self.sessions = Sessions(self.settings.session_s)
+        self.limiter = LoginLimiter(self.settings.login_attempts, self.settings.login_window_s)
+
+    # --- who is asking -------------------------------------------------------------------------
+
+    async def principal(self, conn: HTTPConnection, unsafe: bool) -> Principal:
+        """The request's principal, or HttpError 401/403. `unsafe`: the request changes something (a
+        session must then show its CSRF token); a browser's WebSocket counts as unsafe for its origin."""
+        header = conn.headers.get("authorization", "")
+        if header:
+            scheme, _, token = header.partition(" ")
+            if scheme.lower() != "bearer" or not token:
+                raise HttpError(401, "Authorization must be 'Bearer <token>'")
+            who = await self.tokens.check(token.strip())
+            if who is None:
+                raise HttpError(401, "unknown or revoked token")
+            return who
+        session = self.sessions.get(conn.cookies.get(COOKIE))
+        if session is None:
+            raise HttpError(401, "log in first (POST /api/login), or send 'Authorization: Bearer <token>'")
+        if not await self.tokens.live(session.principal.token_id):
+            self.sessions.close_token(session.principal.token_id)
+            raise HttpError(401, "the token this session was opened with has been revoked")
+        origin = conn.headers.get("origin")
+        if (unsafe or origin is not None) and not auth.same_origin(origin, conn.headers.get("host")):
+            raise HttpError(403, "a session's request that changes something must come from this site (Origin)")
+        if unsafe and conn.scope["type"] == "http" and not session.csrf_ok(conn.headers.get(CSRF_HEADER)):
+            raise HttpError(403, "missing or wrong X-CSRF-Token: this session's requests that change something"
+                                 " carry the token GET /api/session gives")
+        return session.principal
+
+    async def view(self, name: str) -> JournalView:
+        assert self.journals is not None
+        return await self.journals.view(name)
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+# --- handlers ----------------------------------------------------------------------------------
+
+async def login(gw: Gateway, request: Request, _: None, q: dict[str, Any], body: LoginIn) -> Response:
+    client = _client(request)
+    wait = gw.limiter.retry_after(client)
+    if wait > 0:
+        log.warning("web_login_limited", client=client)
+        raise HttpError(429, f"too many failed logins from {client}; try again in {wait:.0f} s",
+                        {"retry-after": str(max(1, round(wait)))})
+    who = await gw.tokens.check(body.token.strip())
+    if who is None:
+        gw.limiter.failed(client)
+        log.warning("web_login_failed", client=client)
+        raise HttpError(401, "unknown or revoked token")
+    gw.limiter.succeeded(client)
+    session = gw.sessions.open(who)
+    log.info("web_login", name=who.name, scope=who.scope, client=client)
+    response = _json(_session_out(gw, session))
+    response.set_cookie(COOKIE, session.id, max_age=int(gw.settings.session_s), httponly=True, samesite="strict",
+                        secure=gw.settings.secure_cookies, path="/")
+    return response
+
+
+async def logout(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Response:
+    gw.sessions.close(request.cookies.get(COOKIE, ""))
+    response = _json({})
+    response.delete_cookie(COOKIE, path="/")
+    return response
+
+
+async def session_info(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> SessionOut:
+    session = gw.sessions.get(request.cookies.get(COOKIE))
+    if session is None:
+        raise HttpError(400, "this is a token's request, not a browser session's: it has no CSRF token")
+    return _session_out(gw, session)
+
+
+def _session_out(gw: Gateway, session: Session) -> SessionOut:
+    return SessionOut(session.principal.name, session.principal.scope, session.csrf, gw.settings.live_journal)
+
+
+async def list_journals(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Any:
+    assert gw.journals is not None
+    return await gw.journals.listing()
+
+
+async def events(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Any:
+    assert gw.journals is not None
+    return await gw.journals.events(request.path_params["name"], q["from_seq"], q["limit"], _kinds(q["kinds"]),
+                                    last=q["last"])
+
+
+async def state(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Any:
+    return (await gw.view(request.path_params["name"])).state()
+
+
+async def positions(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Any:
+    view = await gw.view(request.path_params["name"])
+    return views.positions(view.kernel) if view.kernel else []
+
+
+async def orders(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Any:
+    view = await gw.view(request.path_params["name"])
+    if not 0 < q["n"] <= 1000:
+        raise HttpError(400, f"query parameter n: a whole number from 1 to 1000, got {q['n']}")
+    return views.orders(view.kernel, q["open"], q["n"]) if view.kernel else []
+
+
+async def fills(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Any:
+    return list((await gw.view(request.path_params["name"])).fills)
+
+
+async def pnl(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Any:
+    view = await gw.view(request.path_params["name"])
+    if view.kernel is None:
+        return PnlOut({}, "0", "0", "0")
+    return views.pnl(view.kernel)
+
+
+async def risk(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Any:
+    view = await gw.view(request.path_params["name"])
+    return views.risk(view.kernel) if view.kernel else {}
+
+
+async def summary(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Any:
+    view = await gw.view(request.path_params["name"])
+    if view.kernel is None:
+        return {"journal": view.name, "events": 0}
+    result = summarize(view.kernel, events=view.seq, seconds=0.0, journal=view.name, inputs=view.inputs)
+    result.pop("seconds"), result.pop("events_per_second")  # of the gateway's replay, not of the run
+    return result
+
+
+async def models(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Any:
+    return (await gw.view(request.path_params["name"])).models_shown()
+
+
+async def bars(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Any:
+    view = await gw.view(request.path_params["name"])
+    return [BarsOut(symbol, [tuple(b) for b in view.bars[symbol]]) for symbol in sorted(view.bars)]
+
+
+async def report(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Response:
+    """The run's HTML report (runtime/report.py), made once per journal length and kept."""
+    from foxhunt.runtime import report as reports
+
+    name = request.path_params["name"]
+    last_seq = (await gw.store.info(name)).last_seq
+    page = gw.reports.get((name, last_seq))
+    if page is None:
+        with tempfile.TemporaryDirectory(prefix="foxhunt-web-") as tmp:
+            out = Path(tmp) / "report.html"
+            await reports.write_report(gw.store, [name], out)
+            page = out.read_bytes()
+        gw.reports = {key: value for key, value in gw.reports.items() if key[0] != name} | {(name, last_seq): page}
+    # the report inlines its scripts (plotly.js): it gets its own policy, and no network access
+    return HTMLResponse(page, headers={"content-security-policy": "default-src 'none'; script-src 'unsafe-inline'"
+                                       " 'unsafe-eval'; style-src 'unsafe-inline'; img-src data:; font-src data:"})
+
+
+async def status(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Any:
+    return await _status(gw, q["journal"] or gw.settings.live_journal)
+
+
+async def _status(gw: Gateway, name: str) -> Status:
+    if not name:
+        raise HttpError(404, "no live journal is configured (web.journal) and none was asked for (?journal=NAME)")
+    assert gw.journals is not None
+    view = await gw.view(name)
+    return Status(name, await gw.journals.writer(name), msgspec.convert(view.state(), ViewState))
+
+
+async def command(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: CommandIn) -> Any:
+    spec = protocol.COMMANDS.get(body.command)
+    if spec is None or not spec.changes_state:
+        allowed = ", ".join(n for n, s in protocol.COMMANDS.items() if s.changes_state)
+        raise HttpError(400, f"command {body.command!r}: the gateway sends only commands that change the daemon's"
+                             f" state ({allowed}); what they would show is read from the journal")
+    argv = [body.command, *body.args, "--reason", body.reason]
+    try:
+        protocol.parse(argv)
+    except protocol.UsageError as e:
+        raise HttpError(400, str(e)) from None
+    log.info("web_command", operator=who.operator, argv=argv)
+
+    def ask() -> protocol.Reply:
+        conn = Connection(gw.settings.admin_socket, timeout=30)
+        try:
+            return conn.ask(argv, operator=who.operator)
+        finally:
+            conn.close()
+
+    try:
+        reply = await anyio.to_thread.run_sync(ask)
+    except AdminUnavailable as e:
+        raise HttpError(503, f"the daemon's admin socket: {e}") from None
+    if not reply.ok:
+        raise HttpError(409, f"the daemon refused: {reply.error}")
+    return reply.result
+
+
+async def openapi(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Any:
+    return OPENAPI
+
+
+def _kinds(text: str) -> list[str]:
+    return [k for k in (part.strip() for part in text.split(",")) if k]
+
+
+NAME = Param("name", str, "the journal's name")
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint("POST", "/api/login", login, None, "open a browser session with a token (rate-limited per client)",
+             body=LoginIn, response=SessionOut),
+    Endpoint("POST", "/api/logout", logout, "read", "end this browser session", response=dict),
+    Endpoint("GET", "/api/session", session_info, "read", "this browser session: who, its scope, its CSRF token",
+             response=SessionOut),
+    Endpoint("GET", "/api/openapi.json", openapi, "read", "this document", response=dict[str, Any]),
+    Endpoint("GET", "/api/status", status, "read", "the daemon's status, read from its journal: trading state,"
+             " position in the journal, whether a daemon holds it", (Param("journal", str, "another journal than"
+             " the live one (web.journal)", ""),), response=Status),
+    Endpoint("GET", "/api/journals", list_journals, "read", "the journals, and which are held by a running daemon",
+             response=list[JournalEntry]),
+    Endpoint("GET", "/api/journals/{name}/events", events, "read", "a page of a journal's events", (
+        Param("from_seq", int, "the first sequence number", 1), Param("limit", int, "at most this many (up to 1000)", 100),
+        Param("kinds", str, "only these kinds, separated by commas (QuoteTick,OrderFilled,...)", ""),
+        Param("last", bool, "the last page instead: the newest `limit` events from `from_seq` on", False),
+    ), response=EventsPage),
+    Endpoint("GET", "/api/journals/{name}/state", state, "read", "how far the gateway's kernel of the journal is,"
+             " and its trading state", response=ViewState),
+    Endpoint("GET", "/api/journals/{name}/positions", positions, "read", "open positions with average price, mark"
+             " and PnL", response=list[PositionOut]),
+    Endpoint("GET", "/api/journals/{name}/orders", orders, "read", "the last orders", (
+        Param("open", bool, "only working ones", False), Param("n", int, "how many (up to 1000)", 50),
+    ), response=list[OrderOut]),
+    Endpoint("GET", "/api/journals/{name}/fills", fills, "read", "the last fills (up to 500)", response=list[FillOut]),
+    Endpoint("GET", "/api/journals/{name}/pnl", pnl, "read", "realised and unrealised PnL, commissions, equity,"
+             " peak and drawdown", response=PnlOut),
+    Endpoint("GET", "/api/journals/{name}/risk", risk, "read", "limits and their usage, breakers, paused"
+             " instruments and strategies", response=dict[str, Any]),
+    Endpoint("GET", "/api/journals/{name}/summary", summary, "read", "the run's summary, as `foxhunt replay`"
+             " prints it", response=dict[str, Any]),
+    Endpoint("GET", "/api/journals/{name}/models", models, "read", "the models that scored in the journal: parameter"
+             " hashes, latency percentiles, failures", response=dict[str, Any]),
+    Endpoint("GET", "/api/journals/{name}/bars", bars, "read", "one-second bars of each symbol's mid price (the"
+             " last 2000)", response=list[BarsOut]),
+    Endpoint("GET", "/api/journals/{name}/report", report, "read", "the run's HTML report", response="text/html"),
+    Endpoint("POST", "/api/commands", command, "operate", "send the daemon a command that changes its state;"
+             " journaled with your name and the reason", body=CommandIn, response=CommandOut),
+)
+
+
+def _parse_query(request: Request, params: tuple[Param, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for p in params:
+        text = request.query_params.get(p.name)
+        if text is None:
+            if p.default is None:
+                raise HttpError(400, f"query parameter {p.name} is required: {p.help}")
+            out[p.name] = p.default
+        elif p.kind is int:
+            if not text.isdigit() or len(text) > 18:
+                raise HttpError(400, f"query parameter {p.name}: a whole number, got {text[:40]!r}")
+            out[p.name] = int(text)
+        elif p.kind is bool:
+            if text.lower() not in ("1", "0", "true", "false"):
+                raise HttpError(400, f"query parameter {p.name}: true or false, got {text[:40]!r}")
+            out[p.name] = text.lower() in ("1", "true")
+        else:
+            out[p.name] = text
+    unknown = set(request.query_params) - {p.name for p in params}
+    if unknown:
+        raise HttpError(400, f"unknown query parameter {min(unknown)!r}"
+                             f"{'; this route takes ' + ', '.join(p.name for p in params) if params else ''}")
+    return out
+
+
+def _json(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(msgspec.json.encode(value), status, headers, media_type="application/json")
+
+
+def _route(gw: Gateway, endpoint: Endpoint) -> Route:
+    decoder = msgspec.json.Decoder(endpoint.body) if endpoint.body is not None else None
+    unsafe = endpoint.method != "GET"
+
+    async def handle(request: Request) -> Response:
+        try:
+            who = await gw.principal(request, unsafe) if endpoint.scope is not None else None
+            if who is not None and not who.may(endpoint.scope):
+                raise HttpError(403, f"{endpoint.method} {endpoint.path} needs the {endpoint.scope} scope; the"
+                                     f" token of {who.name} has {who.scope}")
+            q = _parse_query(request, endpoint.query)
+            body = None
+            if decoder is not None:
+                raw = await request.body()
+                if len(raw) > 64 * 1024:
+                    raise HttpError(400, "request body larger than 64 KiB")
+                try:
+                    body = decoder.decode(raw)
+                except msgspec.DecodeError as e:
+                    raise HttpError(400, f"request body: {e}") from None
+            result = await endpoint.handler(gw, request, who, q, body)
+            return result if isinstance(result, Response) else _json(result)
+        except HttpError as e:
+            return _json(ErrorOut(str(e)), e.status, e.headers)
+        except JournalNotFound as e:
+            return _json(ErrorOut(str(e)), 404)
+        except JournalUnavailable as e:
+            log.warning("web_database_unavailable", path=request.url.path, error=str(e))
+            return _json(ErrorOut(str(e)), 503)
+        except (JournalError, ConfigError) as e:
+            return _json(ErrorOut(str(e)), 409)
+
+    return Route(endpoint.path, handle, methods=[endpoint.method])
+
+
+# --- WebSockets ----------------------------------------------------------------------------------
+
+async def _accepted(gw: Gateway, ws: WebSocket) -> Principal | None:
+    """The principal of a WebSocket, or None after refusing its handshake (HTTP 403, as the protocol allows:
+    a browser sees only that it failed, a script its status)."""
+    try:
+        return await gw.principal(ws, unsafe=True)
+    except HttpError as e:
+        log.warning("web_socket_refused", path=ws.url.path, why=str(e))
+        await ws.close(code=1008, reason=str(e)[:120])
+        return None
+
+
+async def stream(gw: Gateway, ws: WebSocket) -> None:
+    """A journal's events from `from_seq` on, a frame a page: {"events": [...], "next_seq": N}. A client that
+    reconnects with `from_seq` = the last `next_seq` it got misses nothing and sees nothing twice; `kinds`
+    keeps only those (the frame's next_seq still counts every event passed)."""
+    if await _accepted(gw, ws) is None:
+        return
+    name = ws.path_params["name"]
+    text = ws.query_params.get("from_seq", "1")
+    kinds = set(_kinds(ws.query_params.get("kinds", "")))
+    await ws.accept()
+    try:
+        if not text.isdigit():
+            await ws.close(code=1008, reason=f"from_seq: a whole number, got {text[:40]!r}")
+            return
+        await gw.store.info(name)
+        pages = gw.store.tail(name, max(1, int(text)))
+        async with contextlib.aclosing(pages):
+            async for page in pages:
+                chosen = [event(r.seq, r.causation, r.message) for r in page
+                          if not kinds or type(r.message).__name__ in kinds]
+                await ws.send_bytes(msgspec.json.encode({"events": chosen, "next_seq": page[-1].seq + 1}))
+    except JournalNotFound as e:
+        await ws.close(code=1008, reason=str(e)[:120])
+    except WebSocketDisconnect:
+        pass
+
+
+async def status_stream(gw: Gateway, ws: WebSocket) -> None:
+    """The daemon's status (as GET /api/status) each time its journal moves on, at most four times a second."""
+    if await _accepted(gw, ws) is None:
+        return
+    name = ws.query_params.get("journal") or gw.settings.live_journal
+    await ws.accept()
+    try:
+        if not name:
+            await ws.close(code=1008, reason="no live journal is configured (web.journal); ask with ?journal=NAME")
+            return
+        while True:
+            view = await gw.view(name)
+            changed = view.changed
+            await ws.send_bytes(msgspec.json.encode(await _status(gw, name)))
+            await anyio.sleep(0.25)
+            with anyio.move_on_after(5.0):  # at least every 5 s: a daemon that stops shows as stopped
+                await changed.wait()
+    except (JournalError, HttpError) as e:
+        await ws.close(code=1011, reason=str(e)[:120])
+    except WebSocketDisconnect:
+        pass
+
+
+def _socket_route(gw: Gateway, path: str, fn: Callable[[Gateway, WebSocket], Awaitable[None]]) -> WebSocketRoute:
+    async def handle(ws: WebSocket) -> None:
+        await fn(gw, ws)
+
+    return WebSocketRoute(path, handle)
+
+
+# --- the OpenAPI document ------------------------------------------------------------------------
+
+def openapi_document() -> dict[str, Any]:
+    """OpenAPI 3.1 of ENDPOINTS: msgspec writes the JSON Schemas of the bodies and responses."""
+    types = [e.body for e in ENDPOINTS if e.body is not None] + [e.response for e in ENDPOINTS
+                                                                  if e.response is not None and not isinstance(e.response, str)]
+    schemas, components = msgspec.json.schema_components(types + [ErrorOut], ref_template="#/components/schemas/{name}")
+    by_type = dict(zip(types, schemas[:len(types)], strict=True))
+    paths: dict[str, dict[str, Any]] = {}
+    for e in ENDPOINTS:
+        op: dict[str, Any] = {"summary": e.summary, "operationId": e.handler.__name__}
+        params = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"},
+                   "description": NAME.help}] if "{name}" in e.path else []
+        params += [{"name": p.name, "in": "query", "required": p.default is None, "description": p.help,
+                    "schema": {"type": {int: "integer", bool: "boolean", str: "string"}[p.kind],
+                               **({} if p.default is None else {"default": p.default})}} for p in e.query]
+        if params:
+            op["parameters"] = params
+        if e.body is not None:
+            op["requestBody"] = {"required": True, "content": {"application/json": {"schema": by_type[e.body]}}}
+        content = ({e.response: {"schema": {"type": "string"}}} if isinstance(e.response, str)
+                   else {"application/json": {"schema": by_type[e.response]}})
+        error = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}}
+        op["responses"] = {"200": {"description": "done", "content": content},
+                           **{str(code): {"description": what, **error} for code, what in (
+                               (400, "bad input, named"), (401, "no or bad credentials"),
+                               (403, "not allowed: scope, CSRF or origin"), (404, "no such journal"),
+                               (409, "the daemon refused"), (503, "PostgreSQL or the daemon cannot be reached"))}}
+        if e.path == "/api/login":
+            op["responses"]["429"] = {"description": "too many failed logins from this client", **error}
+        op["security"] = [] if e.scope is None else [{"bearer": []}, {"session": []}]
+        if e.scope == "operate":
+            op["description"] = "Needs the operate scope; a browser session also sends X-CSRF-Token."
+        paths.setdefault(e.path, {})[e.method.lower()] = op
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "foxhunt web gateway", "version": "1",
+                 "description": "Journals read from PostgreSQL; commands forwarded to the daemon's admin socket."
+                                " WebSockets: /api/journals/{name}/stream?from_seq=N&kinds=A,B and"
+                                " /api/status/stream?journal=NAME."},
+        "paths": paths,
+        "components": {"schemas": components, "securitySchemes": {
+            "bearer": {"type": "http", "scheme": "bearer", "description": "a token of `foxhunt web token add`"},
+            "session": {"type": "apiKey", "in": "cookie", "name": COOKIE},
+        }},
+    }
+
+
+OPENAPI = openapi_document()
+
+
+# --- the application -----------------------------------------------------------------------------
+
+async def _index(request: Request) -> Response:
+    return FileResponse(STATIC / "index.html")
+
+
+def build_app(gw: Gateway) -> Starlette:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as tg:
+            gw.journals = Journals(gw.store, gw.db, tg, gw.settings.views, gw.settings.live_journal)
+            log.info("web_started", live_journal=gw.settings.live_journal or None)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+                await gw.db.aclose()
+
+    routes = [_route(gw, e) for e in ENDPOINTS] + [
+        _socket_route(gw, "/api/journals/{name}/stream", stream),
+        _socket_route(gw, "/api/status/stream", status_stream),
+        Route("/", _index, methods=["GET"]),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(SecurityHeaders)])
+
+
+class SecurityHeaders:
+    """Adds SECURITY_HEADERS (and no caching) to every HTTP response that does not set its own."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                present = {k.lower() for k, _ in message.get("headers", [])}
+                extra = [(k.encode(), v.encode()) for k, v in (*SECURITY_HEADERS.items(), ("cache-control", "no-store"))
+                         if k.encode() not in present]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)

@@ -1,0 +1,251 @@
+"""The journals as the web gateway shows them, read from PostgreSQL only.
+
+A `JournalView` follows one journal (the store's `tail`: catch up by sequence number, then wake on the
+writer's NOTIFY) and feeds every input to a kernel built from the journal's recorded configuration, as
+`foxhunt replay --verify` does: the kernel is deterministic, so after input N its positions, orders, PnL,
+risk usage and trading state are exactly the daemon's after input N, without asking the daemon anything.
+Beside the kernel it keeps what a dashboard draws and the kernel does not: one-second bars of each
+symbol's mid price, the last fills, and the models' latency from their journaled scores. All of it is
+bounded, however long the journal.
+
+`Journals` holds the views (at most `limit`, the least recently used one dropped first; the live journal
+is never dropped) and answers the queries that go straight to the events table: pages of events, the
+fills, and who holds a journal's writer lock (a daemon that is running on it).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+import msgspec
+import structlog
+
+from foxhunt.adapters.journal.pg_writer import LOCK_CLASS
+from foxhunt.config import trading_from_json
+from foxhunt.core.kernel import Kernel
+from foxhunt.errors import JournalError, JournalMismatch
+from foxhunt.messages import codec
+from foxhunt.messages.base import format_fixed
+from foxhunt.messages.fixed_point import SCALE
+from foxhunt.messages.market import QuoteTick, TradeTick
+from foxhunt.messages.orders import OrderFilled, OrderPartiallyFilled
+from foxhunt.messages.scores import ModelFailed, ModelScored
+from foxhunt.messages.system import RunStarted
+from foxhunt.ports import JournalStore, Record
+from foxhunt.runtime.recovery import build_kernel
+from foxhunt.web.db import Database
+
+log = structlog.get_logger("foxhunt.web")
+
+BARS = 2_000  # one-second bars kept per symbol
+FILLS = 500
+LATENCIES = 2_000  # the last scores' latencies kept per model, for its percentiles
+MAX_PAGE = 1_000
+
+
+@dataclass
+class ModelStats:
+    parameter_sha256: str = ""
+    scores: int = 0
+    failures: int = 0
+    last_failure: str = ""
+    latencies_ns: deque[int] = field(default_factory=lambda: deque(maxlen=LATENCIES))
+
+    def shown(self) -> dict[str, Any]:
+        ordered = sorted(self.latencies_ns)
+
+        def pct(p: float) -> float | None:
+            return None if not ordered else round(ordered[min(len(ordered) - 1, math.ceil(p * len(ordered)) - 1)] / 1e3, 1)
+
+        return {"parameter_sha256": self.parameter_sha256, "scores": self.scores, "failures": self.failures,
+                "last_failure": self.last_failure, "latency_us": {"p50": pct(0.5), "p99": pct(0.99), "max": pct(1.0),
+                                                                  "over_last": len(ordered)}}
+
+
+class JournalView:
+    """One journal's kernel, following its inputs; `changed` is set after each page it took in."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.kernel: Kernel | None = None
+        self.seq = 0  # the last record taken in
+        self.inputs = 0
+        self.caught_up_to = 0  # the journal's last seq when the view started: ready once reached
+        self.ready = anyio.Event()
+        self.changed = anyio.Event()
+        self.error: str | None = None
+        self.bars: dict[str, deque[list[float]]] = {}  # symbol -> [time_s, open, high, low, close]
+        self.fills: deque[dict[str, Any]] = deque(maxlen=FILLS)
+        self.models: dict[str, ModelStats] = {}
+        self.last_event_ns = 0
+        self.used = time.monotonic()
+
+    async def run(self, store: JournalStore) -> None:
+        try:
+            self.caught_up_to = (await store.info(self.name)).last_seq
+            if self.caught_up_to == 0:
+                self.ready.set()
+            async with aclosing(store.tail(self.name, 1)) as pages:
+                async for page in pages:
+                    self.take(page)
+                    if self.seq >= self.caught_up_to:
+                        self.ready.set()
+                    self.changed.set()
+                    self.changed = anyio.Event()
+        except JournalError as e:
+            self.error = str(e)
+            self.ready.set()
+            self.changed.set()
+            log.warning("web_view_failed", journal=self.name, error=self.error)
+
+    def take(self, page: Sequence[Record]) -> None:
+        for record in page:
+            msg = record.message
+            if record.causation is not None or msg is None:
+                continue
+            if self.kernel is None:
+                if not isinstance(msg, RunStarted):
+                    raise JournalMismatch(f"journal {self.name!r} does not start with RunStarted")
+                self.kernel = build_kernel(trading_from_json(msg.config))
+            self.kernel.handle(record.seq, msg)
+            self.inputs += 1
+            self.last_event_ns = msg.ts_event
+            kind = type(msg)
+            if kind is QuoteTick:
+                self._bar(msg.symbol, msg.ts_event, (msg.bid + msg.ask) / (2 * SCALE))
+            elif kind is TradeTick:
+                self._bar(msg.symbol, msg.ts_event, msg.price / SCALE)
+            elif kind is OrderFilled or kind is OrderPartiallyFilled:
+                order = self.kernel.orders.by_id.get(msg.order_id)
+                self.fills.append({"seq": record.seq, "time_ns": msg.ts_event, "order_id": msg.order_id,
+                                   "symbol": msg.symbol, "side": order.side.value if order else None,
+                                   "quantity": format_fixed(msg.last_qty), "price": format_fixed(msg.last_price)})
+            elif kind is ModelScored:
+                stats = self.models.setdefault(msg.model_id, ModelStats())
+                stats.parameter_sha256, stats.scores = msg.parameter_sha256, stats.scores + 1
+                stats.latencies_ns.append(msg.latency_ns)
+            elif kind is ModelFailed:
+                stats = self.models.setdefault(msg.model_id, ModelStats())
+                stats.failures += 1
+                stats.last_failure = f"{msg.what}: {msg.reason}"
+        if page:
+            self.seq = page[-1].seq
+
+    def _bar(self, symbol: str, ts_ns: int, price: float) -> None:
+        bars = self.bars.get(symbol)
+        if bars is None:
+            bars = self.bars[symbol] = deque(maxlen=BARS)
+        second = ts_ns // 1_000_000_000
+        if bars and bars[-1][0] == second:
+            bar = bars[-1]
+            bar[2], bar[3], bar[4] = max(bar[2], price), min(bar[3], price), price
+        elif not bars or second > bars[-1][0]:
+            bars.append([second, price, price, price, price])
+
+    def state(self) -> dict[str, Any]:
+        k = self.kernel
+        return {
+            "journal": self.name, "seq": self.seq, "inputs": self.inputs, "ready": self.ready.is_set(),
+            "caught_up_to": self.caught_up_to, "last_event_ns": self.last_event_ns,
+            "trading_state": k.state.value if k else None,
+            "open_orders": len(k.orders.open) if k else 0,
+            "venues_down": sorted(k.venues_down) if k else [],
+            "paused_strategies": sorted(k.paused) if k else [],
+        }
+
+    def models_shown(self) -> dict[str, Any]:
+        return {model_id: stats.shown() for model_id, stats in sorted(self.models.items())}
+
+
+class Journals:
+    def __init__(self, store: JournalStore, db: Database, task_group: anyio.abc.TaskGroup, limit: int,
+                 pinned: str = "") -> None:
+        self.store = store
+        self.db = db
+        self.tg = task_group
+        self.limit = limit
+        self.pinned = pinned
+        self.views: OrderedDict[str, tuple[JournalView, anyio.CancelScope]] = OrderedDict()
+
+    async def view(self, name: str, wait_s: float = 30.0) -> JournalView:
+        """The journal's view, started if need be and caught up (JournalNotFound, or the error that stopped
+        it); a view still catching up after `wait_s` is returned as it is (its state says how far it got)."""
+        if name in self.views:
+            self.views.move_to_end(name)
+            view = self.views[name][0]
+        else:
+            await self.store.info(name)  # JournalNotFound before anything starts
+            view = JournalView(name)
+            scope = anyio.CancelScope()
+            self.views[name] = (view, scope)
+            self.tg.start_soon(self._follow, view, scope)
+            self._evict()
+        view.used = time.monotonic()
+        with anyio.move_on_after(wait_s):
+            await view.ready.wait()
+        if view.error is not None:
+            self.views.pop(name, None)
+            raise JournalError(view.error)
+        return view
+
+    async def _follow(self, view: JournalView, scope: anyio.CancelScope) -> None:
+        with scope:
+            await view.run(self.store)
+
+    def _evict(self) -> None:
+        while len(self.views) > self.limit:
+            name = next((n for n in self.views if n != self.pinned), None)
+            if name is None:
+                return
+            _, scope = self.views.pop(name)
+            scope.cancel()
+
+    async def listing(self) -> list[dict[str, Any]]:
+        held = dict(await self.db.fetch(
+            "SELECT l.objid::bigint, a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
+            " WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s", (LOCK_CLASS,), "reading who holds journals"))
+        return [{"name": j.name, "created_at": j.created_at, "last_seq": j.last_seq, "config_digest": j.config_digest,
+                 "writer": held.get(j.journal_id)} for j in await self.store.list()]
+
+    async def writer(self, name: str) -> str | None:
+        """The application that holds the journal's writer lock (a running daemon), or None."""
+        info = await self.store.info(name)
+        rows = await self.db.fetch(
+            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
+            " WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s",
+            (LOCK_CLASS, info.journal_id), "reading who holds a journal")
+        return rows[0][0] if rows else None
+
+    async def events(self, name: str, from_seq: int, limit: int, kinds: Sequence[str] = (),
+                     last: bool = False) -> dict[str, Any]:
+        """A page of events from `from_seq` on (or, `last`, the page that ends the journal), with the seq to
+        ask for next; `kinds` keeps only those kinds."""
+        info = await self.store.info(name)
+        limit = min(max(limit, 1), MAX_PAGE)
+        where, params = "journal_id = %s AND seq >= %s", [info.journal_id, from_seq]
+        if kinds:
+            where += " AND kind = ANY(%s)"
+            params.append(list(kinds))
+        order = "DESC" if last else "ASC"
+        rows = await self.db.fetch(f"SELECT seq, causation, payload FROM events WHERE {where} ORDER BY seq {order}"
+                                   " LIMIT %s", (*params, limit), f"reading events of journal {name!r}")
+        rows.sort()
+        # What to ask for next, with no gap and no repeat: after the last row, or, where the query reached
+        # the journal's end, after the end it knew of (the rows of other kinds up to there were passed over).
+        next_seq = rows[-1][0] + 1 if rows else from_seq
+        if last or len(rows) < limit:
+            next_seq = max(next_seq, info.last_seq + 1)
+        return {"events": [event(seq, causation, codec.decode(payload)) for seq, causation, payload in rows],
+                "next_seq": next_seq, "last_seq": info.last_seq}
+
+
+def event(seq: int, causation: int | None, message: object) -> dict[str, Any]:
+    return {"seq": seq, "causation": causation, "kind": type(message).__name__, "event": msgspec.to_builtins(message)}

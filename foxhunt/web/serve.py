@@ -1,0 +1,47 @@
+"""Run the gateway: uvicorn serving the app (app.py) on [web] listen, on the event loop of the command.
+
+uvicorn stops on SIGTERM or SIGINT, finishing the requests in flight. Under systemd (scripts/foxhunt-web.service)
+the gateway says READY=1 once it listens, so a unit ordered after it starts when it can be used.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+import structlog
+import uvicorn
+
+from foxhunt.adapters.systemd import Notifier
+from foxhunt.config import WebConfig
+from foxhunt.web.app import Gateway, build_app
+
+log = structlog.get_logger("foxhunt.web")
+
+
+class _Server(uvicorn.Server):
+    async def startup(self, sockets=None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            Notifier().ready(f"listening on {self.config.host}:{self.config.port}")
+
+
+async def serve(gateway: Gateway, web: WebConfig) -> None:
+    host, port = web.address()
+    if not _loopback(host):
+        log.warning("web_listening_beyond_loopback", host=host, port=port,
+                    advice="serve it behind a reverse proxy that terminates TLS, and set web.secure_cookies")
+    server = _Server(uvicorn.Config(
+        build_app(gateway), host=host, port=port, loop="none", lifespan="on", ws="websockets", log_config=None,
+        access_log=False, proxy_headers=bool(web.forwarded_allow_ips),
+        forwarded_allow_ips=web.forwarded_allow_ips or None, server_header=False,
+    ))
+    await server.serve()
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,322 @@
+// The foxhunt dashboard: what the gateway's API (/api/openapi.json) serves, drawn, and the daemon's state
+// commands, each with a reason. Plain browser JavaScript, no build step; the chart is TradingView's
+// lightweight-charts, bundled into static/vendor by scripts/setup (it works offline).
+//
+// Live data: one WebSocket follows the live journal's events from where the page's first reads stopped
+// (reconnecting from the last `next_seq` it got, so nothing is missed or seen twice) and another the
+// daemon's status. Quotes update the chart as they arrive; tables are read again (REST) at most once a
+// second when something happened.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const TAPE_LENGTH = 60;
+const state = { session: null, journal: "", symbol: "", chart: null, series: null, markers: null, bars: new Map(),
+                fillMarks: [], nextSeq: 1, dirty: false, quotes: 0, risk: null, pnl: null };
+window.foxhunt = state;  // for the browser test and a curious operator's console
+
+async function api(path, options = {}) {
+  const headers = { ...(options.headers || {}) };
+  if (options.body !== undefined) headers["content-type"] = "application/json";
+  if (options.method && options.method !== "GET" && state.session) headers["x-csrf-token"] = state.session.csrf;
+  const response = await fetch(path, { ...options, headers, credentials: "same-origin" });
+  const text = await response.text();
+  const body = text ? JSON.parse(text) : null;
+  if (!response.ok) {
+    const error = new Error((body && body.error) || `${response.status} ${response.statusText}`);
+    error.status = response.status;
+    throw error;
+  }
+  return body;
+}
+
+function text(value) { return value === null || value === undefined ? "" : String(value); }
+
+function fillTable(table, columns, rows, extra) {
+  table.replaceChildren();
+  const head = table.insertRow();
+  for (const [, label] of columns) { const th = document.createElement("th"); th.textContent = label; head.appendChild(th); }
+  if (extra) head.appendChild(document.createElement("th"));
+  for (const row of rows) {
+    const tr = table.insertRow();
+    for (const [key] of columns) tr.insertCell().textContent = text(row[key]);
+    if (extra) tr.insertCell().appendChild(extra(row));
+  }
+}
+
+// --- logging in ----------------------------------------------------------------------------------
+
+async function start() {
+  try {
+    state.session = await api("/api/session");
+  } catch (e) {
+    if (e.status === 401) { showLogin(); return; }
+    throw e;
+  }
+  showDashboard();
+}
+
+function showLogin() {
+  $("dashboard").hidden = true;
+  $("login").hidden = false;
+}
+
+$("login-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  $("login-error").textContent = "";
+  try {
+    state.session = await api("/api/login", { method: "POST", body: JSON.stringify({ token: $("token").value }) });
+    $("token").value = "";
+    showDashboard();
+  } catch (e) {
+    $("login-error").textContent = e.message;
+  }
+});
+
+$("logout").addEventListener("click", async () => {
+  await api("/api/logout", { method: "POST" }).catch(() => {});
+  location.reload();
+});
+
+// --- the dashboard -------------------------------------------------------------------------------
+
+async function showDashboard() {
+  $("login").hidden = true;
+  $("dashboard").hidden = false;
+  const s = state.session;
+  state.journal = s.live_journal;
+  $("who").textContent = `${s.name} (${s.scope})`;
+  $("journal").textContent = state.journal || "no live journal (web.journal)";
+  $("controls").hidden = s.scope !== "operate";
+  makeChart();
+  await refreshJournals();
+  if (!state.journal) return;
+  await loadBars();
+  await refreshTables();
+  const last = await api(`/api/journals/${encodeURIComponent(state.journal)}/events?last=true&limit=${TAPE_LENGTH}`);
+  for (const e of last.events) tape(e);
+  state.nextSeq = last.next_seq;
+  followEvents();
+  followStatus();
+  setInterval(() => { if (state.dirty) { state.dirty = false; refreshTables(); } }, 1000);
+}
+
+function makeChart() {
+  if (typeof LightweightCharts === "undefined") {
+    $("chart-error").textContent = "the chart library is not bundled: run scripts/setup web";
+    return;
+  }
+  state.chart = LightweightCharts.createChart($("chart"), { autoSize: true, timeScale: { timeVisible: true, secondsVisible: true } });
+  state.series = state.chart.addSeries(LightweightCharts.CandlestickSeries, {});
+  state.markers = LightweightCharts.createSeriesMarkers(state.series, []);
+  $("symbol").addEventListener("change", () => { state.symbol = $("symbol").value; drawBars(); });
+}
+
+async function loadBars() {
+  const all = await api(`/api/journals/${encodeURIComponent(state.journal)}/bars`);
+  for (const { symbol, bars } of all) {
+    state.bars.set(symbol, bars.map(([time, open, high, low, close]) => ({ time, open, high, low, close })));
+  }
+  const fills = await api(`/api/journals/${encodeURIComponent(state.journal)}/fills`);
+  state.fillMarks = fills.map(fillMark);
+  updateSymbols();
+  drawBars();
+}
+
+function updateSymbols() {
+  const select = $("symbol");
+  for (const symbol of state.bars.keys()) {
+    if (![...select.options].some((o) => o.value === symbol)) select.add(new Option(symbol, symbol));
+  }
+  if (!state.symbol && select.options.length) { state.symbol = select.options[0].value; select.value = state.symbol; }
+}
+
+function drawBars() {
+  if (!state.series) return;
+  state.series.setData(state.bars.get(state.symbol) || []);
+  drawMarks();
+}
+
+function fillMark(f) {
+  const buy = f.side === "BUY";
+  return { symbol: f.symbol, time: Math.floor(f.time_ns / 1e9), position: buy ? "belowBar" : "aboveBar",
+           color: buy ? "#1f8a4c" : "#c0392b", shape: buy ? "arrowUp" : "arrowDown" };
+}
+
+function drawMarks() {
+  if (!state.markers) return;
+  const marks = state.fillMarks.filter((m) => m.symbol === state.symbol).slice(-200).map(({ symbol, ...m }) => m);
+  marks.sort((a, b) => a.time - b.time);
+  state.markers.setMarkers(marks);
+}
+
+function onQuote(symbol, ts_ns, price) {
+  let bars = state.bars.get(symbol);
+  if (!bars) { bars = []; state.bars.set(symbol, bars); updateSymbols(); }
+  const time = Math.floor(ts_ns / 1e9);
+  const last = bars[bars.length - 1];
+  let bar;
+  if (last && last.time === time) {
+    bar = last; bar.high = Math.max(bar.high, price); bar.low = Math.min(bar.low, price); bar.close = price;
+  } else if (!last || time > last.time) {
+    bar = { time, open: price, high: price, low: price, close: price }; bars.push(bar);
+    if (bars.length > 2000) bars.shift();
+  } else {
+    return;
+  }
+  state.quotes += 1;
+  if (symbol === state.symbol) {
+    if (state.series) state.series.update({ ...bar });
+    $("last-price").textContent = price.toFixed(5);
+  }
+}
+
+const SCALE = 1e9;  // prices in the events are fixed-point nanos (messages/fixed_point.py)
+
+function onEvent(e) {
+  const m = e.event;
+  if (e.kind === "QuoteTick") { onQuote(m.symbol, m.ts_event, (m.bid + m.ask) / (2 * SCALE)); return; }
+  if (e.kind === "TradeTick") { onQuote(m.symbol, m.ts_event, m.price / SCALE); return; }
+  if (e.kind === "OrderFilled" || e.kind === "OrderPartiallyFilled") state.dirty = true;
+  if (e.kind.startsWith("Order") || e.kind.endsWith("Changed") || e.kind === "AdminCommand") state.dirty = true;
+  tape(e);
+}
+
+function tape(e) {
+  if (e.kind === "QuoteTick" || e.kind === "TradeTick") return;
+  const li = document.createElement("li");
+  const { ts_event, ts_init, ...rest } = e.event;
+  li.textContent = `${e.seq} ${e.kind} ${JSON.stringify(rest)}`;
+  const list = $("tape");
+  list.prepend(li);
+  while (list.children.length > TAPE_LENGTH) list.lastChild.remove();
+}
+
+const decoder = new TextDecoder();
+
+function socketUrl(path) {
+  return `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}${path}`;
+}
+
+function followEvents() {
+  const ws = new WebSocket(socketUrl(`/api/journals/${encodeURIComponent(state.journal)}/stream?from_seq=${state.nextSeq}`));
+  ws.binaryType = "arraybuffer";  // decoded as each frame arrives, in order (a Blob's text() would let them overtake)
+  ws.onmessage = (message) => {
+    const frame = JSON.parse(decoder.decode(message.data));
+    for (const e of frame.events) onEvent(e);
+    state.nextSeq = frame.next_seq;
+  };
+  ws.onclose = () => setTimeout(followEvents, 1000);  // from the last next_seq: no gap, no repeat
+}
+
+function followStatus() {
+  const ws = new WebSocket(socketUrl(`/api/status/stream?journal=${encodeURIComponent(state.journal)}`));
+  ws.binaryType = "arraybuffer";
+  ws.onmessage = (message) => {
+    const s = JSON.parse(decoder.decode(message.data));
+    const el = $("state");
+    el.textContent = s.view.trading_state || "…";
+    el.className = `state ${s.view.trading_state || ""}`;
+    $("daemon").textContent = s.writer ? "daemon running" : "no daemon on this journal";
+    $("seq").textContent = `seq ${s.view.seq}`;
+  };
+  ws.onclose = () => setTimeout(followStatus, 1000);
+}
+
+async function refreshTables() {
+  const base = `/api/journals/${encodeURIComponent(state.journal)}`;
+  const [positions, orders, pnl, risk, fills] = await Promise.all(
+    ["positions", "orders?open=true&n=200", "pnl", "risk", "fills"].map((p) => api(`${base}/${p}`)));
+  fillTable($("positions"), [["symbol", "Symbol"], ["quantity", "Qty"], ["avg_price", "Avg"], ["mark", "Mark"],
+                             ["unrealized_pnl", "Unrealised"], ["realized_pnl", "Realised"]], positions);
+  const operate = state.session.scope === "operate";
+  fillTable($("orders"), [["order_id", "Order"], ["symbol", "Symbol"], ["side", "Side"], ["quantity", "Qty"],
+                          ["filled", "Filled"], ["price", "Price"], ["status", "Status"]], orders,
+            operate ? (o) => commandButton("Cancel", "cancel", [o.order_id]) : null);
+  const rows = Object.entries(pnl.by_currency || {}).map(([ccy, m]) => ({ ccy, ...m }));
+  rows.push({ ccy: "equity", net: pnl.equity }, { ccy: "peak", net: pnl.peak_equity }, { ccy: "max drawdown", net: pnl.max_drawdown });
+  fillTable($("pnl"), [["ccy", ""], ["realized", "Realised"], ["unrealized", "Unrealised"], ["commissions", "Comm."], ["net", "Net"]], rows);
+  state.pnl = pnl;
+  state.risk = risk;
+  drawRisk(risk, pnl);
+  state.fillMarks = fills.map(fillMark);
+  drawMarks();
+}
+
+function drawRisk(risk, pnl) {
+  const box = $("risk");
+  box.replaceChildren();
+  if (!risk.limits) return;
+  const l = risk.limits, u = risk.usage, b = risk.breakers;
+  const equity = Number(pnl.equity), peak = Number(pnl.peak_equity), dayStart = Number(b.day_start_equity);
+  const usage = [
+    ["open orders", u.open_orders, l.max_open_orders],
+    ["gross exposure", Math.abs(Number(u.gross_exposure || 0)), l.max_gross_exposure],
+    ["net exposure", Math.abs(Number(u.net_exposure || 0)), l.max_net_exposure],
+    ["drawdown", Math.max(0, peak - equity), l.max_drawdown],
+    ["daily loss", Math.max(0, dayStart - equity), l.max_daily_loss],
+  ];
+  for (const [label, used, limit] of usage) {
+    const row = document.createElement("div");
+    const share = limit ? Math.min(1, used / Number(limit)) : 0;
+    row.textContent = `${label}: ${used}${limit ? ` of ${limit}` : " (no limit)"}`;
+    const bar = document.createElement("div");
+    bar.className = share > 0.8 ? "bar hot" : "bar";
+    const fill = document.createElement("div");
+    fill.style.width = `${(share * 100).toFixed(1)}%`;
+    bar.appendChild(fill);
+    box.append(row, bar);
+  }
+  const held = document.createElement("div");
+  held.textContent = `trading state ${risk.trading_state}; denials held back ${risk.denials_held_back}`;
+  box.appendChild(held);
+}
+
+async function refreshJournals() {
+  const journals = await api("/api/journals");
+  fillTable($("journals"), [["name", "Journal"], ["created_at", "Created"], ["last_seq", "Events"], ["writer", "Held by"]],
+            journals, (j) => {
+              const a = document.createElement("a");
+              a.href = `/api/journals/${encodeURIComponent(j.name)}/report`;
+              a.target = "_blank";
+              a.rel = "noopener";
+              a.textContent = "report";
+              return a;
+            });
+}
+
+// --- commands ------------------------------------------------------------------------------------
+
+function commandButton(label, command, args) {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.textContent = label;
+  button.addEventListener("click", () => send(command, args));
+  return button;
+}
+
+for (const button of document.querySelectorAll("#controls button[data-command]")) {
+  button.addEventListener("click", () => send(button.dataset.command, []));
+}
+
+async function send(command, args) {
+  const reason = $("reason").value.trim();
+  const out = $("command-result");
+  if (!reason) {
+    out.className = "error";
+    out.textContent = `${command} needs a reason: it is journaled with your name`;
+    $("reason").focus();
+    return;
+  }
+  try {
+    const result = await api("/api/commands", { method: "POST", body: JSON.stringify({ command, args, reason }) });
+    out.className = "ok";
+    out.textContent = `${command}: journaled at seq ${result.seq}; trading state ${result.trading_state}`;
+    $("reason").value = "";
+    state.dirty = true;
+  } catch (e) {
+    out.className = "error";
+    out.textContent = `${command}: ${e.message}`;
+  }
+}
+
+start().catch((e) => { document.body.textContent = `foxhunt dashboard: ${e.message}`; });
