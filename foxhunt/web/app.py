@@ -566,21 +566,39 @@ async def stream(gw: Gateway, ws: WebSocket) -> None:
     text = ws.query_params.get("from_seq", "1")
     kinds = set(_kinds(ws.query_params.get("kinds", "")))
     await ws.accept()
-    try:
-        if not text.isdigit():
-            await ws.close(code=1008, reason=f"from_seq: a whole number, got {text[:40]!r}")
-            return
+    if not text.isdigit():
+        await ws.close(code=1008, reason=f"from_seq: a whole number, got {text[:40]!r}")
+        return
+
+    async def send() -> None:
         await gw.store.info(name)
-        pages = gw.store.tail(name, max(1, int(text)))
-        async with contextlib.aclosing(pages):
+        async with contextlib.aclosing(gw.store.tail(name, max(1, int(text)))) as pages:
             async for page in pages:
                 chosen = [event(r.seq, r.causation, r.message) for r in page
                           if not kinds or type(r.message).__name__ in kinds]
                 await ws.send_bytes(msgspec.json.encode({"events": chosen, "next_seq": page[-1].seq + 1}))
+
+    try:
+        await _while_connected(ws, send)
     except JournalNotFound as e:
         await ws.close(code=1008, reason=str(e)[:120])
-    except WebSocketDisconnect:
-        pass
+
+
+async def _while_connected(ws: WebSocket, work: Callable[[], Awaitable[None]]) -> None:
+    """Run `work` (which only sends) until it ends or the client goes: a client that leaves while a quiet
+    journal has nothing to send must not keep its reader, and its database connection, alive."""
+    async with anyio.create_task_group() as tg:
+        async def watch() -> None:
+            while (await ws.receive())["type"] != "websocket.disconnect":
+                pass  # what a client sends is not read: the streams take no requests
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(watch)
+        try:
+            await work()
+        except (WebSocketDisconnect, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+        tg.cancel_scope.cancel()
 
 
 async def status_stream(gw: Gateway, ws: WebSocket) -> None:
@@ -589,10 +607,11 @@ async def status_stream(gw: Gateway, ws: WebSocket) -> None:
         return
     name = ws.query_params.get("journal") or gw.settings.live_journal
     await ws.accept()
-    try:
-        if not name:
-            await ws.close(code=1008, reason="no live journal is configured (web.journal); ask with ?journal=NAME")
-            return
+    if not name:
+        await ws.close(code=1008, reason="no live journal is configured (web.journal); ask with ?journal=NAME")
+        return
+
+    async def send() -> None:
         while True:
             view = await gw.view(name)
             changed = view.changed
@@ -600,10 +619,11 @@ async def status_stream(gw: Gateway, ws: WebSocket) -> None:
             await anyio.sleep(0.25)
             with anyio.move_on_after(5.0):  # at least every 5 s: a daemon that stops shows as stopped
                 await changed.wait()
+
+    try:
+        await _while_connected(ws, send)
     except (JournalError, HttpError) as e:
         await ws.close(code=1011, reason=str(e)[:120])
-    except WebSocketDisconnect:
-        pass
 
 
 def _socket_route(gw: Gateway, path: str, fn: Callable[[Gateway, WebSocket], Awaitable[None]]) -> WebSocketRoute:

@@ -33,7 +33,7 @@ async def serve(gateway: Gateway, web: WebConfig) -> None:
     server = _Server(uvicorn.Config(
         build_app(gateway), host=host, port=port, loop="none", lifespan="on", ws="websockets", log_config=None,
         access_log=False, proxy_headers=bool(web.forwarded_allow_ips),
-        forwarded_allow_ips=web.forwarded_allow_ips or None, server_header=False,
+        forwarded_allow_ips=web.forwarded_allow_ips or None, server_header=False, timeout_graceful_shutdown=10,
     ))
     await server.serve()
 

@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import anyio
 import httpx
 import msgspec
 import psycopg
@@ -33,7 +34,9 @@ import pytest
 import websockets.sync.client as ws_client
 from websockets.exceptions import InvalidStatus
 
+from foxhunt.adapters.journal.postgres import PostgresJournalStore
 from foxhunt.admin.client import Connection
+from foxhunt.messages.market import QuoteTick
 from foxhunt.web.app import ENDPOINTS
 from tests.integration.test_daemon_ops import journal_messages
 from tests.integration.test_report import CHROMIUM, CHROMIUM_ARGS
@@ -271,6 +274,7 @@ def test_refusals_anonymous_wrong_scope_revoked_forged_and_too_many_logins(site)
 def test_the_event_stream_resumes_after_a_dropped_connection_with_no_gap_or_repeat(site):
     s = site
     headers = {"authorization": f"Bearer {s.bob}"}
+    followers = tails(s)  # the gateway's own, following the journal for its kernel
     seqs: list[int] = []
     next_seq = 1
     for _ in range(3):  # three connections, each dropped without a goodbye after a few frames
@@ -287,6 +291,26 @@ def test_the_event_stream_resumes_after_a_dropped_connection_with_no_gap_or_repe
                            additional_headers=headers, open_timeout=10, max_size=2**24) as conn:
         frame = json.loads(conn.recv(timeout=30))
         assert all(e["kind"] == "AdminCommand" for e in frame["events"]) and frame["next_seq"] > 1
+    # a quiet journal, which gives a reader nothing to send: a client that leaves still frees its reader
+    quiet = f"{s.journal}-quiet"
+    anyio.run(write_one, s.dsn, quiet)
+    with ws_client.connect(f"ws://127.0.0.1:{s.port}/api/journals/{quiet}/stream?from_seq=1",
+                           additional_headers=headers, open_timeout=10) as conn:
+        assert [e["seq"] for e in json.loads(conn.recv(timeout=30))["events"]] == [1]
+        conn.socket.shutdown(socket.SHUT_RDWR)
+    # the dropped clients' readers let go of their database connections
+    wait_until("the streams' readers gone", lambda: tails(s) == followers, 30)
+
+
+async def write_one(dsn: str, name: str) -> None:
+    store = PostgresJournalStore(dsn)
+    async with store.writer(name, config=b"{}", config_digest="test", fingerprint={}) as writer:
+        writer.append(QuoteTick(ts_event=1, ts_init=1, symbol="EURUSD", bid=1, ask=2))
+
+
+def tails(s: Site) -> int:
+    with psycopg.connect(s.dsn) as conn:
+        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'foxhunt tail'").fetchone()[0]
 
 
 def test_the_dashboard_in_a_browser_charts_quotes_and_halts_with_a_reason(site, tmp_path):

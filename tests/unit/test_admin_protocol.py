@@ -156,11 +156,15 @@ def test_the_unit_file_passes_systemd_analyze_verify(tmp_path):
                  "RuntimeDirectory=foxhunt", "CacheDirectory=foxhunt", "NoNewPrivileges=yes",
                  "ProtectSystem=strict", "PrivateTmp=yes", "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"):
         assert line in unit, line
+    web = (Path(__file__).parents[2] / "scripts" / "foxhunt-web.service").read_text()
+    for line in ("Type=notify", "User=foxhunt-web", "SupplementaryGroups=foxhunt", "NoNewPrivileges=yes",
+                 "ProtectSystem=strict", "MemoryDenyWriteExecute=yes", "CapabilityBoundingSet=\n"):
+        assert line in web, line
     if analyze is None:  # the checks above still ran; verify needs systemd's own tool
         return
     # verify needs the ExecStart binary to exist: point it at this checkout's interpreter
     bin_dir = Path(sys.executable).parent
-    names = ["foxhunt.service", "foxhunt-snapshot.service", "foxhunt-snapshot.timer"]
+    names = ["foxhunt.service", "foxhunt-snapshot.service", "foxhunt-snapshot.timer", "foxhunt-web.service"]
     for name in names:
         text = (Path(__file__).parents[2] / "scripts" / name).read_text()
         (tmp_path / name).write_text(text.replace("/opt/foxhunt/venv/bin", str(bin_dir)))
