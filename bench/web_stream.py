@@ -8,8 +8,12 @@
 2. The daemon with and without the gateway: `foxhunt run` on a synthetic record as fast as it goes (feed
    clock, ema_cross), alone, then with the gateway and three dashboards' worth of clients (three event
    streams and three status streams following the journal it writes), alternated, `--runs` times each.
+3. Tick to wire at a live pace, with and without the gateway and three dashboards: the trading loop (as in
+   bench/journal_latency.py, durability before_send, ema_cross) fed `--live-rate` quotes a second on the
+   wall clock for `--seconds`, timed from a quote entering the loop to the order it causes reaching the
+   venue adapter; p50, p99, p99.9.
 
-    .venv/bin/python bench/web_stream.py [--seconds 10] [--rate 50000] [--runs 3] [--events 300000]
+    .venv/bin/python bench/web_stream.py [--seconds 10] [--rate 50000] [--runs 3] [--events 300000] [--live-rate 2000]
 
 Uses FOXHUNT_DSN, or the embedded cluster in FOXHUNT_STATE_DIR (a temporary one when neither is set).
 """
@@ -33,12 +37,21 @@ import uuid
 
 import anyio
 import httpx
+from journal_latency import TimedVenue  # bench/: the trading loop's tick-to-wire timing, shared
+from latency import percentiles
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from foxhunt import bootstrap, config
+from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.journal.postgres import PostgresJournalStore
+from foxhunt.adapters.venues.sim import SimVenue
+from foxhunt.messages.base import parse_fixed
 from foxhunt.messages.market import QuoteTick
+from foxhunt.messages.system import RunStarted
+from foxhunt.runtime.clock import WallClock
+from foxhunt.runtime.loop import TradingLoop
+from foxhunt.runtime.recovery import build_kernel
 from foxhunt.web.db import Database
 from foxhunt.web.tokens import TokenStore
 
@@ -165,12 +178,58 @@ def daemon_side_by_side(env: dict[str, str], port: int, token: str, events: int,
             "ratio": statistics.median(watched) / statistics.median(alone)}
 
 
+async def paced_tick_to_wire(dsn: str, trading, quotes: list, rate: int, journal: str) -> list[int]:
+    """The loop fed `rate` quotes a second on the wall clock; tick-to-wire samples in nanoseconds."""
+    store = PostgresJournalStore(dsn)
+    kernel = build_kernel(trading)
+    venue = TimedVenue(SimVenue(kernel.instruments, trading.venue, WallClock()))
+    samples: list[int] = []
+    async with store.writer(journal, **META) as writer:
+        loop = TradingLoop(kernel, venue, writer, "before_send")
+        now = time.time_ns()  # a run's first input, as the daemon's: the gateway rebuilds its kernel from it
+        await loop.submit(RunStarted(ts_event=now, ts_init=now, run_id=1, seed=trading.seed, clock="wall",
+                                     config_digest=trading.digest(), config=trading.to_json(), fingerprint={}))
+        for msg in venue.connect():
+            await loop.submit(msg)
+        started = time.perf_counter()
+        for i, q in enumerate(quotes):
+            wait = started + i / rate - time.perf_counter()
+            if wait > 0:
+                await anyio.sleep(wait)
+            before = len(venue.sent_at)
+            t0 = time.perf_counter_ns()
+            await loop.take(q)
+            if len(venue.sent_at) > before:
+                samples.append(venue.sent_at[before] - t0)
+    return samples
+
+
+def live_side_by_side(dsn: str, port: int, token: str, seconds: float, rate: int) -> dict[str, dict[str, float]]:
+    trading = config.load().trading()
+    eurusd = trading.build_instruments()["EURUSD"]
+    quotes = list(SyntheticFeed(11, int(rate * seconds), eurusd, parse_fixed("1.1"), WallClock()))
+    alone = anyio.run(paced_tick_to_wire, dsn, trading, quotes, rate, f"bench-live-{uuid.uuid4().hex[:8]}",
+                      backend_options={"use_uvloop": True})
+    journal = f"bench-live-watched-{uuid.uuid4().hex[:8]}"
+
+    async def watched() -> list[int]:
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(dashboards, port, token, journal, stop)
+            samples = await paced_tick_to_wire(dsn, trading, quotes, rate, journal)
+            stop.set()
+        return samples
+
+    return {"alone": percentiles(alone), "watched": percentiles(anyio.run(watched, backend_options={"use_uvloop": True}))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rate", type=int, default=50_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--events", type=int, default=300_000)
+    parser.add_argument("--live-rate", type=int, default=2_000)
     args = parser.parse_args()
     env = dict(os.environ)
     if not env.get("FOXHUNT_DSN") and not env.get("FOXHUNT_STATE_DIR"):
@@ -201,6 +260,9 @@ def main() -> None:
         print(f"daemon events/s alone {[round(x) for x in side['alone']]} median {side['alone_median']:,.0f};"
               f" with the gateway and 3 dashboards {[round(x) for x in side['watched']]} median"
               f" {side['watched_median']:,.0f}; ratio {side['ratio']:.3f}")
+        live = live_side_by_side(dsn, port, token, args.seconds * 2, args.live_rate)
+        print(f"tick to wire at {args.live_rate:,} quotes/s, before_send: alone {live['alone']};"
+              f" with the gateway and 3 dashboards {live['watched']}")
     finally:
         gateway.terminate()
         gateway.wait(timeout=30)

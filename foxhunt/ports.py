@@ -124,7 +124,7 @@ class JournalStore(abc.ABC):
         events as bytes or skips them, reads with decode_derived=False."""
 
     @abc.abstractmethod
-    def tail(self, name: str, from_seq: int = 1) -> AsyncGenerator[Page, None]:
+    def tail(self, name: str, from_seq: int = 1, *, decode_derived: bool = True) -> AsyncGenerator[Page, None]:
         """Like read, but waits for new records instead of ending."""
 
     @abc.abstractmethod

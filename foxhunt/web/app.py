@@ -571,17 +571,19 @@ async def stream(gw: Gateway, ws: WebSocket) -> None:
         return
 
     async def send() -> None:
-        await gw.store.info(name)
-        async with contextlib.aclosing(gw.store.tail(name, max(1, int(text)))) as pages:
-            async for page in pages:
-                chosen = [event(r.seq, r.causation, r.message) for r in page
-                          if not kinds or type(r.message).__name__ in kinds]
-                await ws.send_bytes(msgspec.json.encode({"events": chosen, "next_seq": page[-1].seq + 1}))
+        assert gw.journals is not None
+        try:
+            async with gw.journals.following(name) as follower:
+                pages = follower.follow(gw.store, max(1, int(text)))
+                async with contextlib.aclosing(pages):
+                    async for page in pages:  # each event's JSON made once, by whoever read it
+                        chosen = [data if data is not None else msgspec.json.encode(event(r.seq, r.causation, r.message, kind))
+                                  for r, kind, data in page if not kinds or kind in kinds]
+                        await ws.send_bytes(b'{"events":[%s],"next_seq":%d}' % (b",".join(chosen), page[-1][0].seq + 1))
+        except JournalError as e:
+            await ws.close(code=1008 if isinstance(e, JournalNotFound) else 1011, reason=str(e)[:120])
 
-    try:
-        await _while_connected(ws, send)
-    except JournalNotFound as e:
-        await ws.close(code=1008, reason=str(e)[:120])
+    await _while_connected(ws, send)
 
 
 async def _while_connected(ws: WebSocket, work: Callable[[], Awaitable[None]]) -> None:
@@ -612,18 +614,18 @@ async def status_stream(gw: Gateway, ws: WebSocket) -> None:
         return
 
     async def send() -> None:
-        while True:
-            view = await gw.view(name)
-            changed = view.changed
-            await ws.send_bytes(msgspec.json.encode(await _status(gw, name)))
-            await anyio.sleep(0.25)
-            with anyio.move_on_after(5.0):  # at least every 5 s: a daemon that stops shows as stopped
-                await changed.wait()
+        try:
+            while True:
+                view = await gw.view(name)
+                changed = view.changed
+                await ws.send_bytes(msgspec.json.encode(await _status(gw, name)))
+                await anyio.sleep(0.25)
+                with anyio.move_on_after(5.0):  # at least every 5 s: a daemon that stops shows as stopped
+                    await changed.wait()
+        except (JournalError, HttpError) as e:
+            await ws.close(code=1008 if isinstance(e, JournalNotFound) else 1011, reason=str(e)[:120])
 
-    try:
-        await _while_connected(ws, send)
-    except (JournalError, HttpError) as e:
-        await ws.close(code=1011, reason=str(e)[:120])
+    await _while_connected(ws, send)
 
 
 def _socket_route(gw: Gateway, path: str, fn: Callable[[Gateway, WebSocket], Awaitable[None]]) -> WebSocketRoute:

@@ -1,7 +1,8 @@
 """The journals as the web gateway shows them, read from PostgreSQL only.
 
-A `JournalView` follows one journal (the store's `tail`: catch up by sequence number, then wake on the
-writer's NOTIFY) and feeds every input to a kernel built from the journal's recorded configuration, as
+A `Follower` reads one journal for everything that follows it (the store's `tail`, which wakes on the
+writer's NOTIFY), and keeps its last records with their JSON, so the view and every WebSocket stream of a
+journal cost one read and one encoding between them. A `JournalView` feeds every input to a kernel built from the journal's recorded configuration, as
 `foxhunt replay --verify` does: the kernel is deterministic, so after input N its positions, orders, PnL,
 risk usage and trading state are exactly the daemon's after input N, without asking the daemon anything.
 Beside the kernel it keeps what a dashboard draws and the kernel does not: one-second bars of each
@@ -18,9 +19,10 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict, deque
-from collections.abc import Sequence
-from contextlib import aclosing
+from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import anyio
@@ -28,6 +30,7 @@ import anyio.abc
 import msgspec
 import structlog
 
+from foxhunt.adapters.journal.pg_reader import PAGE_ROWS
 from foxhunt.adapters.journal.pg_writer import LOCK_CLASS
 from foxhunt.config import trading_from_json
 from foxhunt.core.kernel import Kernel
@@ -49,6 +52,12 @@ BARS = 2_000  # one-second bars kept per symbol
 FILLS = 500
 LATENCIES = 2_000  # the last scores' latencies kept per model, for its percentiles
 MAX_PAGE = 1_000
+# At the journal's end a follower waits this long before its next read, so that a daemon's many small group
+# commits are read as one page, not one query each: the reads' own cost (a query and a sync a page) was
+# most of what following a busy journal cost the gateway (bench/web_stream.py). It adds at most this much
+# to the delay of the event stream.
+LINGER_S = 0.02
+KEEP = 20_000  # records a follower keeps in memory for consumers at the journal's end (a few MB)
 
 
 @dataclass
@@ -70,6 +79,78 @@ class ModelStats:
                                                                   "over_last": len(ordered)}}
 
 
+class Follower:
+    """One read of a journal shared by everything that follows it: its view's kernel and every WebSocket
+    stream of it. It tails the journal from where the journal ended when it started, and keeps the last
+    `KEEP` records it read, each with its JSON (encoded once, whoever sends it). A consumer at the journal's
+    end is served from memory; one further behind reads pages of its own (`catch_up`) until it reaches what
+    the follower keeps. Sequence numbers are gap-free, so a record's place in what is kept is arithmetic."""
+
+    def __init__(self, name: str, start_seq: int) -> None:
+        self.name = name
+        self.first_kept = start_seq  # the seq of kept[0], or of the next record while nothing is kept
+        self.kept: deque[tuple[Record, str, bytes]] = deque()  # (record, kind, its JSON)
+        self.grown = anyio.Event()  # set (and replaced) after each page read
+        self.error: str | None = None
+        self.users = 0
+        self.scope = anyio.CancelScope()
+
+    async def run(self, store: JournalStore) -> None:
+        with self.scope:
+            try:
+                async with aclosing(store.tail(self.name, self.first_kept)) as pages:
+                    async for page in pages:
+                        self._keep(page)
+                        if len(page) < PAGE_ROWS:  # at the journal's end: let a few commits gather
+                            await anyio.sleep(LINGER_S)
+            except JournalError as e:
+                self.error = str(e)
+                log.warning("web_follower_failed", journal=self.name, error=self.error)
+            finally:
+                self.grown.set()
+
+    def _keep(self, page: Sequence[Record]) -> None:
+        encode = msgspec.json.encode
+        self.kept.extend((r, kind := type(r.message).__name__, encode(event(r.seq, r.causation, r.message, kind)))
+                         for r in page)
+        while len(self.kept) > KEEP:
+            self.kept.popleft()
+            self.first_kept += 1
+        self.grown.set()
+        self.grown = anyio.Event()
+
+    def since(self, seq: int, limit: int = PAGE_ROWS) -> list[tuple[Record, str, bytes]] | None:
+        """Up to `limit` kept records from `seq` on ([] when there is none yet), or None when `seq` is before
+        what is kept (the consumer must catch up with its own reads); JournalError once the follower failed."""
+        if self.error is not None:
+            raise JournalError(self.error)
+        if seq < self.first_kept:
+            return None
+        start = seq - self.first_kept
+        return list(islice(self.kept, start, start + limit))
+
+    async def follow(self, store: JournalStore, from_seq: int, *, decode_derived: bool = True
+                     ) -> AsyncIterator[list[tuple[Record, str, bytes | None]]]:
+        """Pages of (record, kind, JSON or None) from `from_seq` on, for ever: read by the consumer itself
+        while it is behind what is kept (JSON None: encode it if you need it), then from memory."""
+        seq = from_seq
+        while True:
+            grown = self.grown
+            kept = self.since(seq)
+            if kept is None:
+                async with aclosing(store.read(self.name, seq, self.first_kept - seq,
+                                               decode_derived=decode_derived)) as pages:
+                    async for page in pages:
+                        seq = page[-1].seq + 1
+                        yield [(r, type(r.message).__name__, None) for r in page]
+                continue
+            if kept:
+                seq = kept[-1][0].seq + 1
+                yield kept
+            else:
+                await grown.wait()
+
+
 class JournalView:
     """One journal's kernel, following its inputs; `changed` is set after each page it took in."""
 
@@ -88,23 +169,27 @@ class JournalView:
         self.last_event_ns = 0
         self.used = time.monotonic()
 
-    async def run(self, store: JournalStore) -> None:
+    async def run(self, store: JournalStore, follower: Follower) -> None:
         try:
-            self.caught_up_to = (await store.info(self.name)).last_seq
+            self.caught_up_to = follower.first_kept - 1
             if self.caught_up_to == 0:
                 self.ready.set()
-            async with aclosing(store.tail(self.name, 1)) as pages:
+            pages = follower.follow(store, 1, decode_derived=False)
+            async with aclosing(pages):
                 async for page in pages:
-                    self.take(page)
+                    self.take([record for record, _, _ in page])
                     if self.seq >= self.caught_up_to:
                         self.ready.set()
                     self.changed.set()
                     self.changed = anyio.Event()
         except JournalError as e:
-            self.error = str(e)
-            self.ready.set()
-            self.changed.set()
-            log.warning("web_view_failed", journal=self.name, error=self.error)
+            self.fail(str(e))
+
+    def fail(self, error: str) -> None:
+        self.error = error
+        self.ready.set()
+        self.changed.set()
+        log.warning("web_view_failed", journal=self.name, error=error)
 
     def take(self, page: Sequence[Record]) -> None:
         for record in page:
@@ -174,6 +259,25 @@ class Journals:
         self.limit = limit
         self.pinned = pinned
         self.views: OrderedDict[str, tuple[JournalView, anyio.CancelScope]] = OrderedDict()
+        self.followers: dict[str, Follower] = {}
+
+    @asynccontextmanager
+    async def following(self, name: str) -> AsyncIterator[Follower]:
+        """The journal's one follower, started for the first user and stopped after the last
+        (JournalNotFound before anything starts)."""
+        follower = self.followers.get(name)
+        if follower is None:
+            follower = self.followers[name] = Follower(name, (await self.store.info(name)).last_seq + 1)
+            self.tg.start_soon(follower.run, self.store)
+        follower.users += 1
+        try:
+            yield follower
+        finally:
+            follower.users -= 1
+            if follower.users == 0:
+                follower.scope.cancel()
+                if self.followers.get(name) is follower:
+                    del self.followers[name]
 
     async def view(self, name: str, wait_s: float = 30.0) -> JournalView:
         """The journal's view, started if need be and caught up (JournalNotFound, or the error that stopped
@@ -198,7 +302,11 @@ class Journals:
 
     async def _follow(self, view: JournalView, scope: anyio.CancelScope) -> None:
         with scope:
-            await view.run(self.store)
+            try:
+                async with self.following(view.name) as follower:
+                    await view.run(self.store, follower)
+            except JournalError as e:
+                view.fail(str(e))
 
     def _evict(self) -> None:
         while len(self.views) > self.limit:
@@ -216,12 +324,12 @@ class Journals:
                  "writer": held.get(j.journal_id)} for j in await self.store.list()]
 
     async def writer(self, name: str) -> str | None:
-        """The application that holds the journal's writer lock (a running daemon), or None."""
-        info = await self.store.info(name)
+        """The application that holds the journal's writer lock (a running daemon), or None: one query on
+        the gateway's own connection (the status stream asks four times a second)."""
         rows = await self.db.fetch(
-            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
-            " WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s",
-            (LOCK_CLASS, info.journal_id), "reading who holds a journal")
+            "SELECT a.application_name FROM journals j JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted"
+            " AND l.classid = %s AND l.objid::bigint = j.id JOIN pg_stat_activity a ON a.pid = l.pid WHERE j.name = %s",
+            (LOCK_CLASS, name), "reading who holds a journal")
         return rows[0][0] if rows else None
 
     async def events(self, name: str, from_seq: int, limit: int, kinds: Sequence[str] = (),
@@ -247,5 +355,6 @@ class Journals:
                 "next_seq": next_seq, "last_seq": info.last_seq}
 
 
-def event(seq: int, causation: int | None, message: object) -> dict[str, Any]:
-    return {"seq": seq, "causation": causation, "kind": type(message).__name__, "event": msgspec.to_builtins(message)}
+def event(seq: int, causation: int | None, message: object, kind: str = "") -> dict[str, Any]:
+    """One event as the API shows it; msgspec encodes the message Struct itself (no copy into builtins)."""
+    return {"seq": seq, "causation": causation, "kind": kind or type(message).__name__, "event": message}

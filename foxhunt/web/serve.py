@@ -31,7 +31,10 @@ async def serve(gateway: Gateway, web: WebConfig) -> None:
         log.warning("web_listening_beyond_loopback", host=host, port=port,
                     advice="serve it behind a reverse proxy that terminates TLS, and set web.secure_cookies")
     server = _Server(uvicorn.Config(
+        # no permessage-deflate: compressing every frame was a third of what a stream cost the gateway's CPU,
+        # which it shares with the daemon (bench/web_stream.py); a proxy on a slow link may compress instead
         build_app(gateway), host=host, port=port, loop="none", lifespan="on", ws="websockets", log_config=None,
+        ws_per_message_deflate=False,
         access_log=False, proxy_headers=bool(web.forwarded_allow_ips),
         forwarded_allow_ips=web.forwarded_allow_ips or None, server_header=False, timeout_graceful_shutdown=10,
     ))

@@ -125,6 +125,27 @@ async def test_tail_follows_new_records_as_they_are_committed(store, journal_nam
     assert seen == [3, 4, 5, 6, 7, 8]
 
 
+async def test_reading_and_tailing_without_decoding_derived_events_keep_inputs_and_payloads(store, journal_name):
+    """decode_derived=False (replay, the web gateway's kernels): inputs come decoded, every record keeps its
+    payload; a derived record's message may be left undecoded (None), never wrong."""
+    async with store.writer(journal_name, **META) as writer:
+        await append_quotes(writer, 3)
+        await writer.flush()
+        read = await collect(store.read(journal_name, decode_derived=False))
+        tailed = []
+        async with aclosing(store.tail(journal_name, 1, decode_derived=False)) as pages:
+            async for page in pages:
+                tailed.extend(page)
+                if tailed[-1].seq == 6:
+                    break
+    for records in (read, tailed):
+        assert [r.seq for r in records] == list(range(1, 7))
+        for r in records:
+            assert codec.decode(r.payload) == (r.message if r.causation is None or r.message is not None
+                                               else codec.decode(r.payload))
+            assert r.causation is not None or r.message == quote(1 + (r.seq - 1) // 2, "1.1", "1.1002")
+
+
 @pytest.mark.faults
 async def test_postgres_names_the_holder_of_the_lock(pg_dsn, journal_name):
     store = PostgresJournalStore(pg_dsn)

@@ -32,7 +32,7 @@ import msgspec
 import psycopg
 import pytest
 import websockets.sync.client as ws_client
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from foxhunt.adapters.journal.postgres import PostgresJournalStore
 from foxhunt.admin.client import Connection
@@ -291,6 +291,12 @@ def test_the_event_stream_resumes_after_a_dropped_connection_with_no_gap_or_repe
                            additional_headers=headers, open_timeout=10, max_size=2**24) as conn:
         frame = json.loads(conn.recv(timeout=30))
         assert all(e["kind"] == "AdminCommand" for e in frame["events"]) and frame["next_seq"] > 1
+    # a journal that does not exist: the stream says so and closes
+    with ws_client.connect(f"ws://127.0.0.1:{s.port}/api/journals/no-such-journal/stream",
+                           additional_headers=headers, open_timeout=10) as conn:
+        with pytest.raises(ConnectionClosed) as closed:
+            conn.recv(timeout=30)
+        assert closed.value.rcvd.code == 1008 and "no-such-journal" in closed.value.rcvd.reason
     # a quiet journal, which gives a reader nothing to send: a client that leaves still frees its reader
     quiet = f"{s.journal}-quiet"
     anyio.run(write_one, s.dsn, quiet)

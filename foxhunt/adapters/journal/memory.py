@@ -98,7 +98,7 @@ class MemoryJournalStore(JournalStore):
         for start in range(max(from_seq, 1) - 1, end, self.page_size):
             yield records[start : min(start + self.page_size, end)]
 
-    async def tail(self, name: str, from_seq: int = 1) -> AsyncIterator[list[Record]]:
+    async def tail(self, name: str, from_seq: int = 1, *, decode_derived: bool = True) -> AsyncIterator[list[Record]]:
         journal = self._get(name)
         seq = max(from_seq, 1)
         while True:

@@ -93,7 +93,7 @@ class PostgresJournalStore(JournalStore):
         except psycopg.Error as e:
             raise unavailable(e, self.dsn, f"reading journal {name!r}") from e
 
-    async def tail(self, name: str, from_seq: int = 1) -> AsyncIterator[list[Record]]:
+    async def tail(self, name: str, from_seq: int = 1, *, decode_derived: bool = True) -> AsyncIterator[list[Record]]:
         """Follow a journal: catch up by position, then wait for the writer's NOTIFY after each batch.
         Listening starts before each catch-up read, so a batch committed in between still wakes us; the
         one-second timeout is a safety net, not the mechanism. When the database goes away, reconnect
@@ -107,7 +107,8 @@ class PostgresJournalStore(JournalStore):
                     await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(NOTIFY_CHANNEL)))
                     delay = 0.05
                     while True:
-                        async with aclosing(read_pages(conn, journal_id, seq, None, self.page_size)) as pages:
+                        pages = read_pages(conn, journal_id, seq, None, self.page_size, decode_derived)
+                        async with aclosing(pages):
                             async for page in pages:
                                 seq = page[-1].seq + 1
                                 yield page
