@@ -241,10 +241,7 @@ class Gateway:
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token:
                 raise HttpError(401, "Authorization must be 'Bearer <token>'")
-            who = await self.tokens.check(token.strip())
-            if who is None:
-                raise HttpError(401, "unknown or revoked token")
-            return who
+            return await self.check_token(token.strip(), _client(conn))
         session = self.sessions.get(conn.cookies.get(COOKIE))
         if session is None:
             raise HttpError(401, "log in first (POST /api/login), or send 'Authorization: Bearer <token>'")
@@ -259,29 +256,35 @@ class Gateway:
                                  " carry the token GET /api/session gives")
         return session.principal
 
+    async def check_token(self, token: str, client: str) -> Principal:
+        """A token's principal; a wrong one counts against the client's failed logins, however sent, and a
+        client over the limit is refused (429) before its token is looked at."""
+        wait = self.limiter.retry_after(client)
+        if wait > 0:
+            log.warning("web_login_limited", client=client)
+            raise HttpError(429, f"too many failed logins from {client}; try again in {wait:.0f} s",
+                            {"retry-after": str(max(1, round(wait)))})
+        who = await self.tokens.check(token)
+        if who is None:
+            self.limiter.failed(client)
+            log.warning("web_login_failed", client=client)
+            raise HttpError(401, "unknown or revoked token")
+        return who
+
     async def view(self, name: str) -> JournalView:
         assert self.journals is not None
         return await self.journals.view(name)
 
 
-def _client(request: Request) -> str:
-    return request.client.host if request.client else "unknown"
+def _client(conn: HTTPConnection) -> str:
+    return conn.client.host if conn.client else "unknown"
 
 
 # --- handlers ----------------------------------------------------------------------------------
 
 async def login(gw: Gateway, request: Request, _: None, q: dict[str, Any], body: LoginIn) -> Response:
     client = _client(request)
-    wait = gw.limiter.retry_after(client)
-    if wait > 0:
-        log.warning("web_login_limited", client=client)
-        raise HttpError(429, f"too many failed logins from {client}; try again in {wait:.0f} s",
-                        {"retry-after": str(max(1, round(wait)))})
-    who = await gw.tokens.check(body.token.strip())
-    if who is None:
-        gw.limiter.failed(client)
-        log.warning("web_login_failed", client=client)
-        raise HttpError(401, "unknown or revoked token")
+    who = await gw.check_token(body.token.strip(), client)
     gw.limiter.succeeded(client)
     session = gw.sessions.open(who)
     log.info("web_login", name=who.name, scope=who.scope, client=client)
