@@ -33,6 +33,7 @@ from foxhunt.adapters.journal.postgres import PostgresJournalStore
 from foxhunt.adapters.venues.sim import SimVenue
 from foxhunt.messages.base import parse_fixed
 from foxhunt.messages.orders import OrderSubmitted
+from foxhunt.messages.system import RunStarted
 from foxhunt.runtime.clock import WallClock
 from foxhunt.runtime.loop import TradingLoop
 from foxhunt.runtime.recovery import build_kernel
@@ -112,15 +113,25 @@ class TimedVenue:
         return self.venue.on_market(msg)
 
 
-async def tick_to_wire(store: PostgresJournalStore, trading, quotes: list, durability: str) -> list[int]:
+async def tick_to_wire(store: PostgresJournalStore, trading, quotes: list, durability: str, rate: int | None = None,
+                       journal: str | None = None) -> list[int]:
+    """Samples (ns) from a quote entering the loop to the order it causes reaching the venue adapter; quotes as
+    fast as the loop takes them, or `rate` a second on the wall clock. The journal starts with a RunStarted as
+    a daemon's does, so that a reader can rebuild its kernel (bench/web_stream.py)."""
     kernel = build_kernel(trading)
     venue = TimedVenue(SimVenue(kernel.instruments, trading.venue, WallClock()))
     samples: list[int] = []
-    async with store.writer(f"bench-t2w-{uuid.uuid4().hex[:8]}", **META) as writer:
+    async with store.writer(journal or f"bench-t2w-{uuid.uuid4().hex[:8]}", **META) as writer:
         loop = TradingLoop(kernel, venue, writer, durability)
+        now = time.time_ns()
+        await loop.submit(RunStarted(ts_event=now, ts_init=now, run_id=1, seed=trading.seed, clock="wall",
+                                     config_digest=trading.digest(), config=trading.to_json(), fingerprint={}))
         for msg in venue.connect():
             await loop.submit(msg)
-        for q in quotes:
+        begun = time.perf_counter()
+        for i, q in enumerate(quotes):
+            if rate is not None and (wait := begun + i / rate - time.perf_counter()) > 0:
+                await anyio.sleep(wait)
             before = len(venue.sent_at)
             started = time.perf_counter_ns()
             await loop.take(q)

@@ -37,7 +37,7 @@ import uuid
 
 import anyio
 import httpx
-from journal_latency import TimedVenue  # bench/: the trading loop's tick-to-wire timing, shared
+from journal_latency import tick_to_wire  # bench/: the trading loop's tick-to-wire timing, shared
 from latency import percentiles
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
@@ -45,13 +45,9 @@ from websockets.exceptions import ConnectionClosed
 from foxhunt import bootstrap, config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.journal.postgres import PostgresJournalStore
-from foxhunt.adapters.venues.sim import SimVenue
 from foxhunt.messages.base import parse_fixed
 from foxhunt.messages.market import QuoteTick
-from foxhunt.messages.system import RunStarted
 from foxhunt.runtime.clock import WallClock
-from foxhunt.runtime.loop import TradingLoop
-from foxhunt.runtime.recovery import build_kernel
 from foxhunt.web.db import Database
 from foxhunt.web.tokens import TokenStore
 
@@ -178,45 +174,19 @@ def daemon_side_by_side(env: dict[str, str], port: int, token: str, events: int,
             "ratio": statistics.median(watched) / statistics.median(alone)}
 
 
-async def paced_tick_to_wire(dsn: str, trading, quotes: list, rate: int, journal: str) -> list[int]:
-    """The loop fed `rate` quotes a second on the wall clock; tick-to-wire samples in nanoseconds."""
-    store = PostgresJournalStore(dsn)
-    kernel = build_kernel(trading)
-    venue = TimedVenue(SimVenue(kernel.instruments, trading.venue, WallClock()))
-    samples: list[int] = []
-    async with store.writer(journal, **META) as writer:
-        loop = TradingLoop(kernel, venue, writer, "before_send")
-        now = time.time_ns()  # a run's first input, as the daemon's: the gateway rebuilds its kernel from it
-        await loop.submit(RunStarted(ts_event=now, ts_init=now, run_id=1, seed=trading.seed, clock="wall",
-                                     config_digest=trading.digest(), config=trading.to_json(), fingerprint={}))
-        for msg in venue.connect():
-            await loop.submit(msg)
-        started = time.perf_counter()
-        for i, q in enumerate(quotes):
-            wait = started + i / rate - time.perf_counter()
-            if wait > 0:
-                await anyio.sleep(wait)
-            before = len(venue.sent_at)
-            t0 = time.perf_counter_ns()
-            await loop.take(q)
-            if len(venue.sent_at) > before:
-                samples.append(venue.sent_at[before] - t0)
-    return samples
-
-
 def live_side_by_side(dsn: str, port: int, token: str, seconds: float, rate: int) -> dict[str, dict[str, float]]:
     trading = config.load().trading()
     eurusd = trading.build_instruments()["EURUSD"]
     quotes = list(SyntheticFeed(11, int(rate * seconds), eurusd, parse_fixed("1.1"), WallClock()))
-    alone = anyio.run(paced_tick_to_wire, dsn, trading, quotes, rate, f"bench-live-{uuid.uuid4().hex[:8]}",
-                      backend_options={"use_uvloop": True})
+    store = PostgresJournalStore(dsn)
+    alone = anyio.run(tick_to_wire, store, trading, quotes, "before_send", rate, backend_options={"use_uvloop": True})
     journal = f"bench-live-watched-{uuid.uuid4().hex[:8]}"
 
     async def watched() -> list[int]:
         stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             tg.start_soon(dashboards, port, token, journal, stop)
-            samples = await paced_tick_to_wire(dsn, trading, quotes, rate, journal)
+            samples = await tick_to_wire(store, trading, quotes, "before_send", rate, journal)
             stop.set()
         return samples
 

@@ -5,21 +5,15 @@ journal's. A screenshot stays in the test's output directory."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-from pathlib import Path
 
 import pytest
 
+from tests.browser import chromium_page, keep
 from tests.integration.test_cli import foxhunt, ok, summary
 
 pytestmark = pytest.mark.postgres
 
-CHROMIUM = "/usr/bin/chromium"
-# Chromium's own connections are refused on a closed network: these flags keep it from trying
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 RISKY = {"FOXHUNT_RISK__MAX_DRAWDOWN": "1500", "FOXHUNT_RISK__MAX_ORDERS_PER_WINDOW": "2",
          "FOXHUNT_RISK__ORDER_WINDOW_MS": "20000"}
 
@@ -79,38 +73,25 @@ def test_the_report_in_a_real_browser(cli_env, traded, tmp_path):
     """Headless Chromium opens the file: every figure draws, the console stays clean, and what the page
     shows is the journal's summary. The screenshot stays beside the test's output (and under
     FOXHUNT_TEST_ARTIFACTS where that is set)."""
-    from playwright.sync_api import sync_playwright
-
-    assert Path(CHROMIUM).exists(), "scripts/setup test installs Debian's chromium for this test"
     name, verified = traded
     out = tmp_path / "report.html"
     ok("report", name, "--out", str(out), env=cli_env)
-    errors: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(out.as_uri())
-            page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length"
-                                   " >= 2 * Number(document.body.dataset.figures)", timeout=60_000)
-            figures = int(page.evaluate("document.body.dataset.figures"))
-            drawn = page.evaluate("Array.from(document.querySelectorAll('.js-plotly-plot'))"
-                                  ".filter(d => d.querySelectorAll('path, rect').length > 0).length")
-            shown = {key: page.inner_text(f"td[data-run='0'][data-summary='{key}']") for key in
-                     ("pnl", "fills", "orders", "denied", "trading_state")}
-            equity_points = page.evaluate("document.getElementById('fig-equity').calcdata[0].length")
-            screenshot = tmp_path / "report.png"
-            page.screenshot(path=str(screenshot), full_page=True)
-        finally:
-            browser.close()
+    with chromium_page(1280, 900) as (page, errors):
+        page.goto(out.as_uri())
+        page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length"
+                               " >= 2 * Number(document.body.dataset.figures)", timeout=60_000)
+        figures = int(page.evaluate("document.body.dataset.figures"))
+        drawn = page.evaluate("Array.from(document.querySelectorAll('.js-plotly-plot'))"
+                              ".filter(d => d.querySelectorAll('path, rect').length > 0).length")
+        shown = {key: page.inner_text(f"td[data-run='0'][data-summary='{key}']") for key in
+                 ("pnl", "fills", "orders", "denied", "trading_state")}
+        equity_points = page.evaluate("document.getElementById('fig-equity').calcdata[0].length")
+        screenshot = tmp_path / "report.png"
+        page.screenshot(path=str(screenshot), full_page=True)
     assert errors == []
     assert figures >= 6 and drawn == figures
     assert shown == {"pnl": f"USD {verified['pnl']['USD']}", "fills": str(verified["fills"]),
                      "orders": str(verified["orders"]), "denied": str(verified["denied"]), "trading_state": "HALTED"}
     assert equity_points > 100
     assert screenshot.stat().st_size > 50_000
-    if artifacts := os.environ.get("FOXHUNT_TEST_ARTIFACTS"):
-        shutil.copy(screenshot, Path(artifacts) / "report.png")
-    print(f"screenshot: {screenshot}")
+    keep(screenshot)

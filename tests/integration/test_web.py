@@ -38,8 +38,8 @@ from foxhunt.adapters.journal.postgres import PostgresJournalStore
 from foxhunt.admin.client import Connection
 from foxhunt.messages.market import QuoteTick
 from foxhunt.web.app import ENDPOINTS
+from tests.browser import chromium_page, keep
 from tests.integration.test_daemon_ops import journal_messages
-from tests.integration.test_report import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.postgres
 
@@ -323,50 +323,37 @@ def tails(s: Site) -> int:
 
 
 def test_the_dashboard_in_a_browser_charts_quotes_and_halts_with_a_reason(site, tmp_path):
-    from playwright.sync_api import sync_playwright
-
     s = site
-    errors: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(s.base + "/")
-            page.fill("#token", s.alice)
-            page.click("#login-form button")
-            page.wait_for_function("() => window.foxhunt.quotes > 0 && document.querySelector('#chart canvas')",
-                                   timeout=60_000)
-            first = page.evaluate("window.foxhunt.quotes")
-            last_bar = page.evaluate("(() => { const b = window.foxhunt.bars.get(window.foxhunt.symbol); return b[b.length - 1].time })()")
-            page.wait_for_function(f"() => window.foxhunt.quotes > {first} + 100", timeout=30_000)  # the chart keeps moving
-            page.wait_for_function(f"() => {{ const b = window.foxhunt.bars.get(window.foxhunt.symbol);"
-                                   f" return b[b.length - 1].time > {last_bar} }}", timeout=30_000)
-            page.wait_for_function("() => document.querySelector('#state').textContent === 'ACTIVE'", timeout=30_000)
-            page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
-            page.click("#controls button[data-command=halt]")  # no reason yet: asked for one, nothing sent
-            assert "needs a reason" in page.inner_text("#command-result")
-            page.fill("#reason", "spreads too wide (browser)")
-            page.click("#controls button[data-command=halt]")
-            page.wait_for_function("() => document.querySelector('#state').textContent === 'HALTED'", timeout=30_000)
-            assert "journaled at seq" in page.inner_text("#command-result")
-            page.wait_for_function("() => document.querySelector('#tape').textContent.includes('spreads too wide')", timeout=30_000)
-            page.screenshot(path=str(tmp_path / "dashboard-halted.png"), full_page=True)
-            page.fill("#reason", "calm again (browser)")
-            page.click("#controls button[data-command=resume]")
-            page.wait_for_function("() => document.querySelector('#state').textContent === 'ACTIVE'", timeout=30_000)
-        finally:
-            browser.close()
+    with chromium_page(1400, 1000) as (page, errors):
+        page.goto(s.base + "/")
+        page.fill("#token", s.alice)
+        page.click("#login-form button")
+        page.wait_for_function("() => window.foxhunt.quotes > 0 && document.querySelector('#chart canvas')",
+                               timeout=60_000)
+        first = page.evaluate("window.foxhunt.quotes")
+        last_bar = page.evaluate("(() => { const b = window.foxhunt.bars.get(window.foxhunt.symbol); return b[b.length - 1].time })()")
+        page.wait_for_function(f"() => window.foxhunt.quotes > {first} + 100", timeout=30_000)  # the chart keeps moving
+        page.wait_for_function(f"() => {{ const b = window.foxhunt.bars.get(window.foxhunt.symbol);"
+                               f" return b[b.length - 1].time > {last_bar} }}", timeout=30_000)
+        page.wait_for_function("() => document.querySelector('#state').textContent === 'ACTIVE'", timeout=30_000)
+        page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+        page.click("#controls button[data-command=halt]")  # no reason yet: asked for one, nothing sent
+        assert "needs a reason" in page.inner_text("#command-result")
+        page.fill("#reason", "spreads too wide (browser)")
+        page.click("#controls button[data-command=halt]")
+        page.wait_for_function("() => document.querySelector('#state').textContent === 'HALTED'", timeout=30_000)
+        assert "journaled at seq" in page.inner_text("#command-result")
+        page.wait_for_function("() => document.querySelector('#tape').textContent.includes('spreads too wide')", timeout=30_000)
+        page.screenshot(path=str(tmp_path / "dashboard-halted.png"), full_page=True)
+        page.fill("#reason", "calm again (browser)")
+        page.click("#controls button[data-command=resume]")
+        page.wait_for_function("() => document.querySelector('#state').textContent === 'ACTIVE'", timeout=30_000)
     # the one error expected: the page asking whether it has a session, before logging in
     assert errors == ["Failed to load resource: the server responded with a status of 401 (Unauthorized)"], "\n".join(errors)
     halts = [m for m in journal_messages(s.dsn, s.journal) if type(m).__name__ == "AdminCommand" and m.command == "halt"]
     assert (halts[-1].operator, halts[-1].reason) == ("web:alice", "spreads too wide (browser)")
     assert (tmp_path / "dashboard.png").stat().st_size > 20_000
-    if artifacts := os.environ.get("FOXHUNT_TEST_ARTIFACTS"):
-        for shot in ("dashboard.png", "dashboard-halted.png"):
-            shutil.copy(tmp_path / shot, Path(artifacts) / shot)
-    print(f"screenshots: {tmp_path}")
+    keep(tmp_path / "dashboard.png", tmp_path / "dashboard-halted.png")
 
 
 def test_after_the_daemon_stops_the_gateway_shows_the_state_replay_reaches(site):
