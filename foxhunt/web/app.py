@@ -704,8 +704,9 @@ def build_app(gw: Gateway) -> Starlette:
             try:
                 yield
             finally:
-                tg.cancel_scope.cancel()
-                await gw.db.aclose()
+                tg.cancel_scope.cancel()  # the followers and views
+        await gw.db.aclose()  # outside the cancelled scope, or the close would be cancelled too
+        log.info("web_stopped")
 
     routes = [_route(gw, e) for e in ENDPOINTS] + [
         _socket_route(gw, "/api/journals/{name}/stream", stream),

@@ -1,6 +1,7 @@
 """Run the gateway: uvicorn serving the app (app.py) on [web] listen, on the event loop of the command.
 
-uvicorn stops on SIGTERM or SIGINT, finishing the requests in flight. Under systemd (scripts/foxhunt-web.service)
+uvicorn stops on SIGTERM or SIGINT, finishing the requests in flight (at most 10 s), then ends the process
+with that signal, as systemd expects of a clean stop. Under systemd (scripts/foxhunt-web.service)
 the gateway says READY=1 once it listens, so a unit ordered after it starts when it can be used.
 """
 
@@ -33,7 +34,7 @@ async def serve(gateway: Gateway, web: WebConfig) -> None:
     server = _Server(uvicorn.Config(
         # no permessage-deflate: compressing every frame was a third of what a stream cost the gateway's CPU,
         # which it shares with the daemon (bench/web_stream.py); a proxy on a slow link may compress instead
-        build_app(gateway), host=host, port=port, loop="none", lifespan="on", ws="websockets", log_config=None,
+        build_app(gateway), host=host, port=port, loop="none", lifespan="on", ws="websockets-sansio", log_config=None,
         ws_per_message_deflate=False,
         access_log=False, proxy_headers=bool(web.forwarded_allow_ips),
         forwarded_allow_ips=web.forwarded_allow_ips or None, server_header=False, timeout_graceful_shutdown=10,
