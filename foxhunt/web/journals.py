@@ -22,7 +22,6 @@ from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import Any
 
 import anyio
@@ -83,7 +82,7 @@ class Follower:
     """One read of a journal shared by everything that follows it: its view's kernel and every WebSocket
     stream of it. It tails the journal from where the journal ended when it started, and keeps the last
     `KEEP` records it read, each with its JSON (encoded once, whoever sends it). A consumer at the journal's
-    end is served from memory; one further behind reads pages of its own (`catch_up`) until it reaches what
+    end is served from memory; one further behind reads pages of its own (`follow`) until it reaches what
     the follower keeps. Sequence numbers are gap-free, so a record's place in what is kept is arithmetic."""
 
     def __init__(self, name: str, start_seq: int) -> None:
@@ -126,8 +125,9 @@ class Follower:
             raise JournalError(self.error)
         if seq < self.first_kept:
             return None
-        start = seq - self.first_kept
-        return list(islice(self.kept, start, start + limit))
+        kept, start = self.kept, seq - self.first_kept
+        # by index: a deque finds an item from its nearer end, and consumers mostly ask for the newest
+        return [kept[i] for i in range(start, min(start + limit, len(kept)))]
 
     async def follow(self, store: JournalStore, from_seq: int, *, decode_derived: bool = True
                      ) -> AsyncIterator[list[tuple[Record, str, bytes | None]]]:
