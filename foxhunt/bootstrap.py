@@ -444,16 +444,11 @@ def restore_journal(cfg: Config, name: str, progress: Callable[[int, int], None]
 
 def web_gateway(cfg: Config, dsn: str, store: PostgresJournalStore):
     """`foxhunt web serve`: the gateway's shared parts (foxhunt/web/app.py), on the journal database."""
-    from foxhunt.web.app import Gateway, WebSettings
+    from foxhunt.web.app import Gateway
     from foxhunt.web.db import Database
 
-    w = cfg.web
-    settings = WebSettings(
-        live_journal=w.journal, admin_socket=Path(w.admin_socket) if w.admin_socket else admin_socket(cfg),
-        secure_cookies=w.secure_cookies, session_s=w.session_hours * 3600, views=w.views,
-        login_attempts=w.login_attempts, login_window_s=w.login_window,
-    )
-    return Gateway(store, Database(dsn), settings)
+    socket = Path(cfg.web.admin_socket) if cfg.web.admin_socket else admin_socket(cfg)
+    return Gateway(store, Database(dsn), cfg.web, socket)
 
 
 async def open_store(cfg: Config, dsn: str) -> PostgresJournalStore:

@@ -32,6 +32,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from foxhunt.admin import protocol
 from foxhunt.admin.client import AdminUnavailable, Connection
+from foxhunt.config import WebConfig
 from foxhunt.errors import ConfigError, JournalError, JournalNotFound, JournalUnavailable
 from foxhunt.ports import JournalStore
 from foxhunt.runtime import views
@@ -39,7 +40,7 @@ from foxhunt.runtime.summary import summarize
 from foxhunt.web import auth
 from foxhunt.web.auth import LoginLimiter, Principal, Scope, Session, Sessions
 from foxhunt.web.db import Database
-from foxhunt.web.journals import Journals, JournalView, event
+from foxhunt.web.journals import Journals, JournalView, encoded
 from foxhunt.web.tokens import TokenStore
 
 log = structlog.get_logger("foxhunt.web")
@@ -203,23 +204,13 @@ class HttpError(Exception):
 
 
 @dataclass
-class WebSettings:
-    live_journal: str
-    admin_socket: Path
-    secure_cookies: bool
-    session_s: float
-    views: int
-    login_attempts: int
-    login_window_s: float
-
-
-@dataclass
 class Gateway:
     """What the routes share; built by the composition root (bootstrap.web_gateway)."""
 
     store: JournalStore
     db: Database
-    settings: WebSettings
+    web: WebConfig
+    admin_socket: Path  # the daemon's (web.admin_socket, or where `foxhunt run` with this configuration puts it)
     tokens: TokenStore = field(init=False)
     sessions: Sessions = field(init=False)
     limiter: LoginLimiter = field(init=False)
@@ -228,8 +219,8 @@ class Gateway:
 
     def __post_init__(self) -> None:
         self.tokens = TokenStore(self.db)
-        self.sessions = Sessions(self.settings.session_s)
-        self.limiter = LoginLimiter(self.settings.login_attempts, self.settings.login_window_s)
+        self.sessions = Sessions(self.web.session_hours * 3600)
+        self.limiter = LoginLimiter(self.web.login_attempts, self.web.login_window)
 
     # --- who is asking -------------------------------------------------------------------------
 
@@ -289,8 +280,8 @@ async def login(gw: Gateway, request: Request, _: None, q: dict[str, Any], body:
     session = gw.sessions.open(who)
     log.info("web_login", name=who.name, scope=who.scope, client=client)
     response = _json(_session_out(gw, session))
-    response.set_cookie(COOKIE, session.id, max_age=int(gw.settings.session_s), httponly=True, samesite="strict",
-                        secure=gw.settings.secure_cookies, path="/")
+    response.set_cookie(COOKIE, session.id, max_age=int(gw.web.session_hours * 3600), httponly=True, samesite="strict",
+                        secure=gw.web.secure_cookies, path="/")
     return response
 
 
@@ -309,7 +300,7 @@ async def session_info(gw: Gateway, request: Request, who: Principal, q: dict[st
 
 
 def _session_out(gw: Gateway, session: Session) -> SessionOut:
-    return SessionOut(session.principal.name, session.principal.scope, session.csrf, gw.settings.live_journal)
+    return SessionOut(session.principal.name, session.principal.scope, session.csrf, gw.web.journal)
 
 
 async def list_journals(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Any:
@@ -392,7 +383,7 @@ async def report(gw: Gateway, request: Request, who: Principal, q: dict[str, Any
 
 
 async def status(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Any:
-    return await _status(gw, q["journal"] or gw.settings.live_journal)
+    return await _status(gw, q["journal"] or gw.web.journal)
 
 
 async def _status(gw: Gateway, name: str) -> Status:
@@ -417,7 +408,7 @@ async def command(gw: Gateway, request: Request, who: Principal, q: dict[str, An
     log.info("web_command", operator=who.operator, argv=argv)
 
     def ask() -> protocol.Reply:
-        conn = Connection(gw.settings.admin_socket, timeout=30)
+        conn = Connection(gw.admin_socket, timeout=30)
         try:
             return conn.ask(argv, operator=who.operator)
         finally:
@@ -580,7 +571,7 @@ async def stream(gw: Gateway, ws: WebSocket) -> None:
                 pages = follower.follow(gw.store, max(1, int(text)))
                 async with contextlib.aclosing(pages):
                     async for page in pages:  # each event's JSON made once, by whoever read it
-                        chosen = [data if data is not None else msgspec.json.encode(event(r.seq, r.causation, r.message, kind))
+                        chosen = [data if data is not None else encoded(r, kind)
                                   for r, kind, data in page if not kinds or kind in kinds]
                         await ws.send_bytes(b'{"events":[%s],"next_seq":%d}' % (b",".join(chosen), page[-1][0].seq + 1))
         except JournalError as e:
@@ -610,7 +601,7 @@ async def status_stream(gw: Gateway, ws: WebSocket) -> None:
     """The daemon's status (as GET /api/status) each time its journal moves on, at most four times a second."""
     if await _accepted(gw, ws) is None:
         return
-    name = ws.query_params.get("journal") or gw.settings.live_journal
+    name = ws.query_params.get("journal") or gw.web.journal
     await ws.accept()
     if not name:
         await ws.close(code=1008, reason="no live journal is configured (web.journal); ask with ?journal=NAME")
@@ -699,8 +690,8 @@ def build_app(gw: Gateway) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with anyio.create_task_group() as tg:
-            gw.journals = Journals(gw.store, gw.db, tg, gw.settings.views, gw.settings.live_journal)
-            log.info("web_started", live_journal=gw.settings.live_journal or None)
+            gw.journals = Journals(gw.store, gw.db, tg, gw.web.views, gw.web.journal)
+            log.info("web_started", live_journal=gw.web.journal or None)
             try:
                 yield
             finally:

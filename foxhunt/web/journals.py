@@ -17,7 +17,6 @@ fills, and who holds a journal's writer lock (a daemon that is running on it).
 from __future__ import annotations
 
 import math
-import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing, asynccontextmanager
@@ -109,9 +108,7 @@ class Follower:
                 self.grown.set()
 
     def _keep(self, page: Sequence[Record]) -> None:
-        encode = msgspec.json.encode
-        self.kept.extend((r, kind := type(r.message).__name__, encode(event(r.seq, r.causation, r.message, kind)))
-                         for r in page)
+        self.kept.extend((r, kind := type(r.message).__name__, encoded(r, kind)) for r in page)
         while len(self.kept) > KEEP:
             self.kept.popleft()
             self.first_kept += 1
@@ -167,7 +164,6 @@ class JournalView:
         self.fills: deque[dict[str, Any]] = deque(maxlen=FILLS)
         self.models: dict[str, ModelStats] = {}
         self.last_event_ns = 0
-        self.used = time.monotonic()
 
     async def run(self, store: JournalStore, follower: Follower) -> None:
         try:
@@ -292,7 +288,6 @@ class Journals:
             self.views[name] = (view, scope)
             self.tg.start_soon(self._follow, view, scope)
             self._evict()
-        view.used = time.monotonic()
         with anyio.move_on_after(wait_s):
             await view.ready.wait()
         if view.error is not None:
@@ -358,3 +353,8 @@ class Journals:
 def event(seq: int, causation: int | None, message: object, kind: str = "") -> dict[str, Any]:
     """One event as the API shows it; msgspec encodes the message Struct itself (no copy into builtins)."""
     return {"seq": seq, "causation": causation, "kind": kind or type(message).__name__, "event": message}
+
+
+def encoded(record: Record, kind: str) -> bytes:
+    """A record as the event streams send it: its `event` as JSON."""
+    return msgspec.json.encode(event(record.seq, record.causation, record.message, kind))

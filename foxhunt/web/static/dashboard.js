@@ -176,7 +176,6 @@ function onEvent(e) {
   const m = e.event;
   if (e.kind === "QuoteTick") { onQuote(m.symbol, m.ts_event, (m.bid + m.ask) / (2 * SCALE)); return; }
   if (e.kind === "TradeTick") { onQuote(m.symbol, m.ts_event, m.price / SCALE); return; }
-  if (e.kind === "OrderFilled" || e.kind === "OrderPartiallyFilled") state.dirty = true;
   if (e.kind.startsWith("Order") || e.kind.endsWith("Changed") || e.kind === "AdminCommand") state.dirty = true;
   tape(e);
 }
