@@ -81,17 +81,8 @@ async def recover(
     """The kernel of journal `name` after its inputs up to `upto`: restored from the newest snapshot that
     can stand in for the inputs it holds (runtime/snapshots.py), then fed the inputs after it. `progress`
     hears the sequence number reached, page by page."""
-    kernel, after, used, skipped = None, 0, None, []
-    for snapshot in (await store.snapshots(name)) if use_snapshots and upto else ():
-        why = "beyond the journal's end" if snapshot.seq > upto else snapshots.unusable(snapshot, built_with)
-        if why is None:
-            try:
-                kernel, after, used = snapshots.restore(snapshot), snapshot.seq, snapshot
-                await _in_place(store, name, kernel, snapshot)
-                break
-            except snapshots.SnapshotDamaged as e:
-                kernel, after, used, why = None, 0, None, str(e)
-        skipped.append(f"snapshot at seq {snapshot.seq}: {why}")
+    kernel, used, skipped = await from_snapshot(store, name, built_with, upto) if use_snapshots else (None, None, [])
+    after = used.seq if used is not None else 0
     kernel = kernel or build_kernel(built_with)
     inputs = 0
     if upto <= after:
@@ -109,6 +100,24 @@ async def recover(
         why = "; ".join(skipped) or f"there is none (take one before archiving: `foxhunt journal snapshot {name}`)"
         raise JournalArchived(f"{e}; start-up needs them or a usable snapshot after them, and {why}") from e
     return Recovery(kernel, inputs, used, skipped)
+
+
+async def from_snapshot(store: JournalStore, name: str, built_with: TradingConfig,
+                        upto: int) -> tuple[Kernel | None, Snapshot | None, list[str]]:
+    """The kernel of the newest snapshot at or before `upto` that can stand in for the inputs it holds, and
+    that snapshot, or (None, None) where none can; with the snapshots passed over, and why."""
+    skipped = []
+    for snapshot in (await store.snapshots(name)) if upto else ():
+        why = "beyond the journal's end" if snapshot.seq > upto else snapshots.unusable(snapshot, built_with)
+        if why is None:
+            try:
+                kernel = snapshots.restore(snapshot)
+                await _in_place(store, name, kernel, snapshot)
+                return kernel, snapshot, skipped
+            except snapshots.SnapshotDamaged as e:
+                why = str(e)
+        skipped.append(f"snapshot at seq {snapshot.seq}: {why}")
+    return None, None, skipped
 
 
 async def _in_place(store: JournalStore, name: str, kernel: Kernel, snapshot: Snapshot) -> None:

@@ -100,6 +100,7 @@ class ViewState(msgspec.Struct):
     journal: str
     seq: int
     inputs: int
+    snapshot_seq: int  # the kernel snapshot the view started from (0: none, it took in every input)
     ready: bool  # caught up with the journal as it was when the gateway started following it
     caught_up_to: int
     last_event_ns: int
@@ -155,6 +156,28 @@ class FillOut(msgspec.Struct):
     side: str | None
     quantity: str
     price: str
+
+
+class RunSummaryOut(msgspec.Struct):
+    inputs: int
+    fills: int
+    pnl: str  # the change of equity over the run
+    so_far: bool  # the run is the journal's last: up to now
+
+
+class RunOut(msgspec.Struct):
+    run_id: int
+    started_seq: int
+    started_ns: int
+    recorded_by: str  # run (traded) or ingest (market data loaded)
+    clock: str
+    config_digest: str
+    fingerprint: dict[str, str]  # where it ran: foxhunt's version, the kernel's behaviour, Python, ...
+    stopped_seq: int | None  # None: running, or it ended without a RunStopped (the process died)
+    stopped_ns: int | None
+    stop_reason: str | None
+    summary: RunSummaryOut | None  # None: the view has not taken in the whole run (it lies before the snapshot
+    # the view started from, or the view has not caught up with it yet)
 
 
 class BarsOut(msgspec.Struct):
@@ -334,6 +357,13 @@ async def fills(gw: Gateway, request: Request, who: Principal, q: dict[str, Any]
     return list((await gw.view(request.path_params["name"])).fills)
 
 
+async def runs(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Any:
+    name = request.path_params["name"]
+    view = await gw.view(name)
+    assert gw.journals is not None
+    return await gw.journals.runs(name, view)
+
+
 async def pnl(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Any:
     view = await gw.view(request.path_params["name"])
     if view.kernel is None:
@@ -461,8 +491,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              " peak and drawdown", response=PnlOut),
     Endpoint("GET", "/api/journals/{name}/risk", risk, "read", "limits and their usage, breakers, paused"
              " instruments and strategies", response=dict[str, Any]),
-    Endpoint("GET", "/api/journals/{name}/summary", summary, "read", "the run's summary, as `foxhunt replay`"
-             " prints it", response=dict[str, Any]),
+    Endpoint("GET", "/api/journals/{name}/summary", summary, "read", "the journal's summary (all its runs), as"
+             " `foxhunt replay` prints it", response=dict[str, Any]),
+    Endpoint("GET", "/api/journals/{name}/runs", runs, "read", "the journal's runs: how each started and stopped,"
+             " and its inputs, fills and PnL", response=list[RunOut]),
     Endpoint("GET", "/api/journals/{name}/models", models, "read", "the models that scored in the journal: parameter"
              " hashes, latency percentiles, failures", response=dict[str, Any]),
     Endpoint("GET", "/api/journals/{name}/bars", bars, "read", "one-second bars of each symbol's mid price (the"

@@ -2,9 +2,11 @@
 
 A `Follower` reads one journal for everything that follows it (the store's `tail`, which wakes on the
 writer's NOTIFY), and keeps its last records with their JSON, so the view and every WebSocket stream of a
-journal cost one read and one encoding between them. A `JournalView` feeds every input to a kernel built from the journal's recorded configuration, as
-`foxhunt replay --verify` does: the kernel is deterministic, so after input N its positions, orders, PnL,
-risk usage and trading state are exactly the daemon's after input N, without asking the daemon anything.
+journal cost one read and one encoding between them. A `JournalView` feeds the journal's inputs to a
+kernel, as `foxhunt replay --verify` does: built from the recorded configuration, or restored from the
+newest usable kernel snapshot as a restarting daemon's is (then fed the inputs after it). The kernel is
+deterministic, so after input N its positions, orders, PnL, risk usage and trading state are exactly the
+daemon's after input N, without asking the daemon anything.
 Beside the kernel it keeps what a dashboard draws and the kernel does not: one-second bars of each
 symbol's mid price, the last fills, and the models' latency from their journaled scores. All of it is
 bounded, however long the journal.
@@ -17,6 +19,7 @@ fills, and who holds a journal's writer lock (a daemon that is running on it).
 from __future__ import annotations
 
 import math
+import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing, asynccontextmanager
@@ -32,7 +35,7 @@ from foxhunt.adapters.journal.pg_reader import PAGE_ROWS
 from foxhunt.adapters.journal.pg_writer import LOCK_CLASS
 from foxhunt.config import trading_from_json
 from foxhunt.core.kernel import Kernel
-from foxhunt.errors import JournalError, JournalMismatch
+from foxhunt.errors import JournalArchived, JournalError, JournalMismatch
 from foxhunt.messages import codec
 from foxhunt.messages.base import format_fixed
 from foxhunt.messages.fixed_point import SCALE
@@ -41,13 +44,14 @@ from foxhunt.messages.orders import OrderFilled, OrderPartiallyFilled
 from foxhunt.messages.scores import ModelFailed, ModelScored
 from foxhunt.messages.system import RunStarted
 from foxhunt.ports import JournalStore, Record
-from foxhunt.runtime.recovery import build_kernel
+from foxhunt.runtime.recovery import build_kernel, from_snapshot, recorded_config
 from foxhunt.web.db import Database
 
 log = structlog.get_logger("foxhunt.web")
 
 BARS = 2_000  # one-second bars kept per symbol
 FILLS = 500
+HISTORY = 50_000  # records before the snapshot a view starts from, for the dashboard's bars, fills and models
 LATENCIES = 2_000  # the last scores' latencies kept per model, for its percentiles
 MAX_PAGE = 1_000
 # At the journal's end a follower waits this long before its next read, so that a daemon's many small group
@@ -55,6 +59,7 @@ MAX_PAGE = 1_000
 # most of what following a busy journal cost the gateway (bench/web_stream.py). It adds at most this much
 # to the delay of the event stream.
 LINGER_S = 0.02
+WRITER_FRESH_S = 0.2  # how long the answer to who holds a journal's writer lock is shared
 KEEP = 20_000  # records a follower keeps in memory for consumers at the journal's end (a few MB)
 
 
@@ -156,6 +161,7 @@ class JournalView:
         self.kernel: Kernel | None = None
         self.seq = 0  # the last record taken in
         self.inputs = 0
+        self.snapshot_seq = 0  # the snapshot the kernel started from (0: none, from the journal's first input)
         self.caught_up_to = 0  # the journal's last seq when the view started: ready once reached
         self.ready = anyio.Event()
         self.changed = anyio.Event()
@@ -164,13 +170,17 @@ class JournalView:
         self.fills: deque[dict[str, Any]] = deque(maxlen=FILLS)
         self.models: dict[str, ModelStats] = {}
         self.last_event_ns = 0
+        # the seq of each RunStarted the kernel took in -> (inputs, fills, equity) just before it: what each
+        # run's summary is made of (a run from one RunStarted to the next, or to now)
+        self.run_marks: dict[int, tuple[int, int, int]] = {}
 
     async def run(self, store: JournalStore, follower: Follower) -> None:
         try:
             self.caught_up_to = follower.first_kept - 1
-            if self.caught_up_to == 0:
+            await self._from_snapshot(store)
+            if self.seq >= self.caught_up_to:
                 self.ready.set()
-            pages = follower.follow(store, 1, decode_derived=False)
+            pages = follower.follow(store, self.seq + 1, decode_derived=False)
             async with aclosing(pages):
                 async for page in pages:
                     self.take([record for record, _, _ in page])
@@ -180,6 +190,29 @@ class JournalView:
                     self.changed = anyio.Event()
         except JournalError as e:
             self.fail(str(e))
+
+    async def _from_snapshot(self, store: JournalStore) -> None:
+        """Start from the journal's newest usable snapshot, as a restarting daemon does (runtime/recovery.py),
+        not from its first input: a view of a long journal is ready in seconds. What the dashboard draws from
+        before it (bars, fills, model latencies) comes from the HISTORY records up to it."""
+        if not self.caught_up_to or not await store.snapshots(self.name):
+            return
+        built_with = trading_from_json((await recorded_config(store, self.name)).config)
+        kernel, snapshot, skipped = await from_snapshot(store, self.name, built_with, self.caught_up_to)
+        for why in skipped:
+            log.warning("web_view_snapshot_skipped", journal=self.name, why=why)
+        if kernel is None or snapshot is None:
+            return
+        self.kernel, self.seq, self.inputs, self.snapshot_seq = kernel, snapshot.seq, snapshot.inputs, snapshot.seq
+        first = max(1, snapshot.seq - HISTORY + 1)
+        try:
+            async with aclosing(store.read(self.name, first, snapshot.seq - first + 1, decode_derived=False)) as pages:
+                async for page in pages:
+                    for record in page:
+                        if record.causation is None and record.message is not None:
+                            self._draw(record.seq, record.message)
+        except JournalArchived:
+            pass  # the records before the snapshot are archived: the dashboard's history starts at it
 
     def fail(self, error: str) -> None:
         self.error = error
@@ -196,29 +229,42 @@ class JournalView:
                 if not isinstance(msg, RunStarted):
                     raise JournalMismatch(f"journal {self.name!r} does not start with RunStarted")
                 self.kernel = build_kernel(trading_from_json(msg.config))
+            if type(msg) is RunStarted:
+                self.run_marks[record.seq] = self.figures()
             self.kernel.handle(record.seq, msg)
             self.inputs += 1
-            self.last_event_ns = msg.ts_event
-            kind = type(msg)
-            if kind is QuoteTick:
-                self._bar(msg.symbol, msg.ts_event, (msg.bid + msg.ask) / (2 * SCALE))
-            elif kind is TradeTick:
-                self._bar(msg.symbol, msg.ts_event, msg.price / SCALE)
-            elif kind is OrderFilled or kind is OrderPartiallyFilled:
-                order = self.kernel.orders.by_id.get(msg.order_id)
-                self.fills.append({"seq": record.seq, "time_ns": msg.ts_event, "order_id": msg.order_id,
-                                   "symbol": msg.symbol, "side": order.side.value if order else None,
-                                   "quantity": format_fixed(msg.last_qty), "price": format_fixed(msg.last_price)})
-            elif kind is ModelScored:
-                stats = self.models.setdefault(msg.model_id, ModelStats())
-                stats.parameter_sha256, stats.scores = msg.parameter_sha256, stats.scores + 1
-                stats.latencies_ns.append(msg.latency_ns)
-            elif kind is ModelFailed:
-                stats = self.models.setdefault(msg.model_id, ModelStats())
-                stats.failures += 1
-                stats.last_failure = f"{msg.what}: {msg.reason}"
+            self._draw(record.seq, msg)
         if page:
             self.seq = page[-1].seq
+
+    def figures(self) -> tuple[int, int, int]:
+        """(inputs, fills, equity) of the kernel now: a run's summary is the change of these over it."""
+        if self.kernel is None:
+            return self.inputs, 0, 0
+        portfolio = self.kernel.portfolio
+        return self.inputs, sum(p.fills for p in portfolio.positions.values()), portfolio.equity
+
+    def _draw(self, seq: int, msg: Any) -> None:
+        """What the dashboard draws and the kernel does not keep: bars, fills, the models' latencies."""
+        self.last_event_ns = msg.ts_event
+        kind = type(msg)
+        if kind is QuoteTick:
+            self._bar(msg.symbol, msg.ts_event, (msg.bid + msg.ask) / (2 * SCALE))
+        elif kind is TradeTick:
+            self._bar(msg.symbol, msg.ts_event, msg.price / SCALE)
+        elif kind is OrderFilled or kind is OrderPartiallyFilled:
+            order = self.kernel.orders.by_id.get(msg.order_id) if self.kernel else None
+            self.fills.append({"seq": seq, "time_ns": msg.ts_event, "order_id": msg.order_id,
+                               "symbol": msg.symbol, "side": order.side.value if order else None,
+                               "quantity": format_fixed(msg.last_qty), "price": format_fixed(msg.last_price)})
+        elif kind is ModelScored:
+            stats = self.models.setdefault(msg.model_id, ModelStats())
+            stats.parameter_sha256, stats.scores = msg.parameter_sha256, stats.scores + 1
+            stats.latencies_ns.append(msg.latency_ns)
+        elif kind is ModelFailed:
+            stats = self.models.setdefault(msg.model_id, ModelStats())
+            stats.failures += 1
+            stats.last_failure = f"{msg.what}: {msg.reason}"
 
     def _bar(self, symbol: str, ts_ns: int, price: float) -> None:
         bars = self.bars.get(symbol)
@@ -234,7 +280,8 @@ class JournalView:
     def state(self) -> dict[str, Any]:
         k = self.kernel
         return {
-            "journal": self.name, "seq": self.seq, "inputs": self.inputs, "ready": self.ready.is_set(),
+            "journal": self.name, "seq": self.seq, "inputs": self.inputs, "snapshot_seq": self.snapshot_seq,
+            "ready": self.ready.is_set(),
             "caught_up_to": self.caught_up_to, "last_event_ns": self.last_event_ns,
             "trading_state": k.state.value if k else None,
             "open_orders": len(k.orders.open) if k else 0,
@@ -256,6 +303,7 @@ class Journals:
         self.pinned = pinned
         self.views: OrderedDict[str, tuple[JournalView, anyio.CancelScope]] = OrderedDict()
         self.followers: dict[str, Follower] = {}
+        self.writers: dict[str, tuple[float, str | None]] = {}  # name -> (when asked, the answer)
 
     @asynccontextmanager
     async def following(self, name: str) -> AsyncIterator[Follower]:
@@ -320,12 +368,45 @@ class Journals:
 
     async def writer(self, name: str) -> str | None:
         """The application that holds the journal's writer lock (a running daemon), or None: one query on
-        the gateway's own connection (the status stream asks four times a second)."""
+        the gateway's own connection, its answer shared for WRITER_FRESH_S (every status stream asks four
+        times a second; the database serves the daemon first)."""
+        asked, holder = self.writers.get(name, (-math.inf, None))
+        if time.monotonic() - asked < WRITER_FRESH_S:
+            return holder
         rows = await self.db.fetch(
             "SELECT a.application_name FROM journals j JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted"
             " AND l.classid = %s AND l.objid::bigint = j.id JOIN pg_stat_activity a ON a.pid = l.pid WHERE j.name = %s",
             (LOCK_CLASS, name), "reading who holds a journal")
-        return rows[0][0] if rows else None
+        holder = rows[0][0] if rows else None
+        self.writers[name] = (time.monotonic(), holder)
+        return holder
+
+    async def runs(self, name: str, view: JournalView) -> list[dict[str, Any]]:
+        """The journal's runs (each from its RunStarted to the next, or to now), how each started and
+        stopped, and what happened in it: inputs, fills and the change of equity, from the view's kernel
+        (None for a run before the snapshot the view started from)."""
+        info = await self.store.info(name)
+        rows = await self.db.fetch("SELECT seq, payload FROM events WHERE journal_id = %s AND kind = ANY(%s)"
+                                   " ORDER BY seq", (info.journal_id, ["RunStarted", "RunStopped"]),
+                                   f"reading the runs of journal {name!r}")
+        runs: list[dict[str, Any]] = []
+        for seq, payload in rows:
+            msg = codec.decode(payload)
+            if isinstance(msg, RunStarted):
+                runs.append({"run_id": msg.run_id, "started_seq": seq, "started_ns": msg.ts_event,
+                             "recorded_by": msg.recorded_by, "clock": msg.clock, "config_digest": msg.config_digest,
+                             "fingerprint": msg.fingerprint, "stopped_seq": None, "stopped_ns": None,
+                             "stop_reason": None, "summary": None})
+            elif runs:
+                runs[-1].update(stopped_seq=seq, stopped_ns=msg.ts_event, stop_reason=msg.reason)
+        ends = [run["started_seq"] for run in runs[1:]]
+        for run, end in zip(runs, [*ends, None], strict=True):
+            start = view.run_marks.get(run["started_seq"])
+            finish = view.figures() if end is None else view.run_marks.get(end)
+            if start is not None and finish is not None:
+                run["summary"] = {"inputs": finish[0] - start[0], "fills": finish[1] - start[1],
+                                  "pnl": format_fixed(finish[2] - start[2]), "so_far": end is None}
+        return runs
 
     async def events(self, name: str, from_seq: int, limit: int, kinds: Sequence[str] = (),
                      last: bool = False) -> dict[str, Any]:

@@ -183,6 +183,9 @@ def test_every_route_answers_in_its_declared_shape_from_the_journal(site):
         assert [e["kind"] for e in page["events"]] == ["RunStarted"] and page["next_seq"] > 1
         bars = http.get(f"/api/journals/{s.journal}/bars").json()
         assert bars and len(bars[0]["bars"]) >= 1
+        runs = http.get(f"/api/journals/{s.journal}/runs").json()  # one run, still going, seen whole
+        assert len(runs) == 1 and runs[0]["stopped_seq"] is None and runs[0]["fingerprint"]["kernel"], runs
+        assert runs[0]["summary"]["so_far"] and runs[0]["summary"]["inputs"] > 0 and runs[0]["summary"]["fills"] > 0
         report = http.get(f"/api/journals/{s.journal}/report")
         assert report.status_code == 200 and "plotly" in report.text and report.headers["content-type"].startswith("text/html")
         doc = http.get("/api/openapi.json").json()
@@ -336,6 +339,17 @@ def test_the_dashboard_in_a_browser_charts_quotes_and_halts_with_a_reason(site, 
         page.wait_for_function(f"() => {{ const b = window.foxhunt.bars.get(window.foxhunt.symbol);"
                                f" return b[b.length - 1].time > {last_bar} }}", timeout=30_000)
         page.wait_for_function("() => document.querySelector('#state').textContent === 'ACTIVE'", timeout=30_000)
+        # the strategy's orders and fills are marked on the chart (dots and arrows, from the journal's events)
+        page.wait_for_function("() => window.foxhunt.orderMarks.length > 0 && window.foxhunt.fillMarks.length > 0",
+                               timeout=30_000)
+        assert page.evaluate("window.foxhunt.orderMarks[0].shape") == "circle"
+        assert page.evaluate("window.foxhunt.runs.length") == 1  # the runs panel: the daemon's one run
+        assert "not stopped" in page.inner_text("#runs")
+        # a working limit order is a line at its price (ema_cross sends market orders: one drawn here by hand)
+        drawn = page.evaluate("(() => { drawOrderLines([{ symbol: window.foxhunt.symbol, price: '1.1', side: 'BUY',"
+                              " quantity: '1000', order_id: 'o-1' }]); return window.foxhunt.priceLines.map("
+                              "(l) => [l.options().price, l.options().title]) })()")
+        assert drawn == [[1.1, "BUY 1000 o-1"]]
         page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
         page.click("#controls button[data-command=halt]")  # no reason yet: asked for one, nothing sent
         assert "needs a reason" in page.inner_text("#command-result")
@@ -343,7 +357,10 @@ def test_the_dashboard_in_a_browser_charts_quotes_and_halts_with_a_reason(site, 
         page.click("#controls button[data-command=halt]")
         page.wait_for_function("() => document.querySelector('#state').textContent === 'HALTED'", timeout=30_000)
         assert "journaled at seq" in page.inner_text("#command-result")
-        page.wait_for_function("() => document.querySelector('#tape').textContent.includes('spreads too wide')", timeout=30_000)
+        # the journaled command, as the event stream brings it (the tape's 60 lines may have moved past it)
+        page.wait_for_function("() => document.querySelector('#last-command').textContent.includes('spreads too wide')",
+                               timeout=30_000)
+        assert "halt by web:alice" in page.inner_text("#last-command")
         page.screenshot(path=str(tmp_path / "dashboard-halted.png"), full_page=True)
         page.fill("#reason", "calm again (browser)")
         page.click("#controls button[data-command=resume]")
@@ -370,3 +387,39 @@ def test_after_the_daemon_stops_the_gateway_shows_the_state_replay_reaches(site)
         assert http.get("/api/status").json()["writer"] is None  # nobody holds the journal now
     assert shown["state_digest"] == verified["state_digest"]
     assert (shown["positions"], shown["pnl"], shown["fills"]) == (verified["positions"], verified["pnl"], verified["fills"])
+
+
+def test_a_view_starts_from_the_journals_newest_snapshot_and_reaches_the_state_replay_does(site, tmp_path):
+    """A journal with a kernel snapshot is shown from it (and the inputs after it), not from its first input,
+    with the dashboard's bars from the records before it; the state is still exactly verify's."""
+    s = site
+    journal = f"{s.journal}-snapped"
+    config = tmp_path / "foxhunt.toml"  # the site's, with an admin socket of its own (its daemon may still run)
+    config.write_text(s.config.read_text().replace("admin.sock", "admin-snapped.sock"))
+    run = ("run", "--journal", journal, "--clock", "feed", "--json")
+    cli(s.env, config, *run, "--feed", "synthetic:seed=4,n=3000")
+    snapped = cli(s.env, config, "journal", "snapshot", journal)
+    snapshot_seq, snapshot_inputs = map(int, re.search(r"seq (\d+)\t(\d+) inputs", snapped).groups())
+    cli(s.env, config, *run, "--feed", "synthetic:seed=6,n=2000")  # a second run, after the snapshot
+    with psycopg.connect(s.dsn) as conn:
+        last = conn.execute("SELECT max(e.seq) FROM events e JOIN journals j ON j.id = e.journal_id WHERE j.name = %s",
+                            (journal,)).fetchone()[0]
+    assert last > snapshot_seq + 2000
+    verified = json.loads(cli(s.env, config, "replay", journal, "--verify", "--json"))
+    with s.client(s.bob) as http:
+        state = wait_until(f"the view of {journal} at seq {last}",
+                           lambda: (v := http.get(f"/api/journals/{journal}/state").json())["seq"] >= last and v)
+        shown = http.get(f"/api/journals/{journal}/summary").json()
+        bars = http.get(f"/api/journals/{journal}/bars").json()
+        runs = http.get(f"/api/journals/{journal}/runs").json()
+    assert state["snapshot_seq"] == snapshot_seq and state["ready"]
+    # two runs, both stopped; the first lies before the snapshot (no summary), the second is summed up to now
+    assert [r["started_seq"] < snapshot_seq for r in runs] == [True, False], runs
+    assert all(r["stop_reason"] and r["stopped_seq"] > r["started_seq"] for r in runs), runs
+    assert runs[0]["summary"] is None
+    assert runs[1]["summary"]["so_far"] and runs[1]["summary"]["inputs"] == state["inputs"] - snapshot_inputs
+    assert state["inputs"] == verified["inputs"], (state, verified)
+    assert shown["state_digest"] == verified["state_digest"]
+    first_bar = min(bar[0] for b in bars for bar in b["bars"])
+    first_quote_s = next(m.ts_event for m in journal_messages(s.dsn, journal) if type(m).__name__ == "QuoteTick") // 10**9
+    assert first_bar == first_quote_s  # the bars from before the snapshot are drawn too (HISTORY covers them all)

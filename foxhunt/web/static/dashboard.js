@@ -11,7 +11,8 @@
 const $ = (id) => document.getElementById(id);
 const TAPE_LENGTH = 60;
 const state = { session: null, journal: "", symbol: "", chart: null, series: null, markers: null, bars: new Map(),
-                fillMarks: [], nextSeq: 1, dirty: false, quotes: 0, risk: null, pnl: null };
+                runs: [], touched: [], lastPrice: 0, fillMarks: [], orderMarks: [], openOrders: [], priceLines: [],
+                nextSeq: 1, dirty: false, quotes: 0, risk: null, pnl: null };
 window.foxhunt = state;  // for the browser test and a curious operator's console
 
 async function api(path, options = {}) {
@@ -90,6 +91,9 @@ async function showDashboard() {
   makeChart();
   await refreshJournals();
   if (!state.journal) return;
+  await refreshRuns();
+  const commands = await api(`/api/journals/${encodeURIComponent(state.journal)}/events?kinds=AdminCommand&last=true&limit=1`);
+  for (const c of commands.events) showCommand(c.event);
   await loadBars();
   await refreshTables();
   const last = await api(`/api/journals/${encodeURIComponent(state.journal)}/events?last=true&limit=${TAPE_LENGTH}`);
@@ -118,6 +122,8 @@ async function loadBars() {
   }
   const fills = await api(`/api/journals/${encodeURIComponent(state.journal)}/fills`);
   state.fillMarks = fills.map(fillMark);
+  const orders = await api(`/api/journals/${encodeURIComponent(state.journal)}/events?kinds=SubmitOrder&last=true&limit=200`);
+  state.orderMarks = orders.events.map((e) => orderMark(e.event));
   updateSymbols();
   drawBars();
 }
@@ -134,6 +140,7 @@ function drawBars() {
   if (!state.series) return;
   state.series.setData(state.bars.get(state.symbol) || []);
   drawMarks();
+  drawOrderLines(state.openOrders);
 }
 
 function fillMark(f) {
@@ -142,9 +149,27 @@ function fillMark(f) {
            color: buy ? "#1f8a4c" : "#c0392b", shape: buy ? "arrowUp" : "arrowDown" };
 }
 
+// an order as its strategy or operator asked for it (SubmitOrder, before the gate): a dot, B or S
+function orderMark(o) {
+  return { symbol: o.symbol, time: Math.floor(o.ts_event / 1e9), position: "inBar", color: "#2962ff",
+           shape: "circle", text: o.side === "BUY" ? "B" : "S" };
+}
+
+// the working orders with a price, as dashed lines across the chart at their limit
+function drawOrderLines(orders) {
+  state.openOrders = orders;
+  if (!state.series) return;
+  for (const line of state.priceLines) state.series.removePriceLine(line);
+  state.priceLines = orders.filter((o) => o.symbol === state.symbol && o.price !== null).map((o) =>
+    state.series.createPriceLine({ price: Number(o.price), color: o.side === "BUY" ? "#1f8a4c" : "#c0392b",
+                                   lineStyle: LightweightCharts.LineStyle.Dashed, lineWidth: 1,
+                                   title: `${o.side} ${o.quantity} ${o.order_id}` }));
+}
+
 function drawMarks() {
   if (!state.markers) return;
-  const marks = state.fillMarks.filter((m) => m.symbol === state.symbol).slice(-200).map(({ symbol, ...m }) => m);
+  const ours = (marks) => marks.filter((m) => m.symbol === state.symbol).slice(-200).map(({ symbol, ...m }) => m);
+  const marks = [...ours(state.orderMarks), ...ours(state.fillMarks)];
   marks.sort((a, b) => a.time - b.time);
   state.markers.setMarkers(marks);
 }
@@ -165,9 +190,18 @@ function onQuote(symbol, ts_ns, price) {
   }
   state.quotes += 1;
   if (symbol === state.symbol) {
-    if (state.series) state.series.update({ ...bar });
-    $("last-price").textContent = price.toFixed(5);
+    const touched = state.touched;
+    if (touched[touched.length - 1] !== bar) touched.push(bar);
+    state.lastPrice = price;
   }
+}
+
+// the chart is drawn once a frame of the stream, not once a quote: each bar the frame changed, in order
+function drawTouched() {
+  if (!state.touched.length) return;
+  if (state.series) for (const bar of state.touched) state.series.update({ ...bar });
+  $("last-price").textContent = state.lastPrice.toFixed(5);
+  state.touched = [];
 }
 
 const SCALE = 1e9;  // prices in the events are fixed-point nanos (messages/fixed_point.py)
@@ -176,7 +210,14 @@ function onEvent(e) {
   const m = e.event;
   if (e.kind === "QuoteTick") { onQuote(m.symbol, m.ts_event, (m.bid + m.ask) / (2 * SCALE)); return; }
   if (e.kind === "TradeTick") { onQuote(m.symbol, m.ts_event, m.price / SCALE); return; }
+  if (e.kind === "SubmitOrder") {  // drawn with the next refresh of the tables (once a second at most)
+    state.orderMarks.push(orderMark(m));
+    if (state.orderMarks.length > 2000) state.orderMarks.shift();
+    state.dirty = true;
+  }
   if (e.kind.startsWith("Order") || e.kind.endsWith("Changed") || e.kind === "AdminCommand") state.dirty = true;
+  if (e.kind === "RunStarted" || e.kind === "RunStopped") refreshRuns();
+  if (e.kind === "AdminCommand") showCommand(m);
   tape(e);
 }
 
@@ -202,6 +243,7 @@ function followEvents() {
   ws.onmessage = (message) => {
     const frame = JSON.parse(decoder.decode(message.data));
     for (const e of frame.events) onEvent(e);
+    drawTouched();
     state.nextSeq = frame.next_seq;
   };
   ws.onclose = () => setTimeout(followEvents, 1000);  // from the last next_seq: no gap, no repeat
@@ -231,6 +273,7 @@ async function refreshTables() {
   fillTable($("orders"), [["order_id", "Order"], ["symbol", "Symbol"], ["side", "Side"], ["quantity", "Qty"],
                           ["filled", "Filled"], ["price", "Price"], ["status", "Status"]], orders,
             operate ? (o) => commandButton("Cancel", "cancel", [o.order_id]) : null);
+  drawOrderLines(orders);
   const rows = Object.entries(pnl.by_currency || {}).map(([ccy, m]) => ({ ccy, ...m }));
   rows.push({ ccy: "equity", net: pnl.equity }, { ccy: "peak", net: pnl.peak_equity }, { ccy: "max drawdown", net: pnl.max_drawdown });
   fillTable($("pnl"), [["ccy", ""], ["realized", "Realised"], ["unrealized", "Unrealised"], ["commissions", "Comm."], ["net", "Net"]], rows);
@@ -268,6 +311,29 @@ function drawRisk(risk, pnl) {
   const held = document.createElement("div");
   held.textContent = `trading state ${risk.trading_state}; denials held back ${risk.denials_held_back}`;
   box.appendChild(held);
+}
+
+// the last operator command in the journal, whoever sent it (the admin REPL or a browser), with its reason
+function showCommand(c) {
+  $("last-command").textContent = `last command: ${[c.command, ...c.args].join(" ")} by ${c.operator}` +
+    (c.reason ? ` (${c.reason})` : "");
+}
+
+// the journal's runs (a daemon's restart starts one): read at the start and when a run starts or stops
+async function refreshRuns() {
+  const runs = await api(`/api/journals/${encodeURIComponent(state.journal)}/runs`);
+  const when = (ns) => (ns === null ? "" : new Date(ns / 1e6).toISOString().replace("T", " ").slice(0, 19));
+  // a run with no RunStopped: the last may still be running (the header says whether a daemon holds the
+  // journal); an earlier one ended with its process
+  const unstopped = (i) => (i === runs.length - 1 ? "not stopped" : "no stop recorded");
+  const rows = runs.map((r, i) => ({
+    run: r.run_id, started: when(r.started_ns), stopped: r.stopped_ns !== null ? when(r.stopped_ns) : unstopped(i),
+    reason: r.stop_reason, inputs: r.summary && r.summary.inputs, fills: r.summary && r.summary.fills,
+    pnl: r.summary ? r.summary.pnl : "not in the view (before its snapshot)",
+  })).reverse();
+  fillTable($("runs"), [["run", "Run"], ["started", "Started (UTC)"], ["stopped", "Stopped"], ["reason", "Why"],
+                        ["inputs", "Inputs"], ["fills", "Fills"], ["pnl", "PnL"]], rows);
+  state.runs = runs;
 }
 
 async function refreshJournals() {
