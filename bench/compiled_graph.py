@@ -47,16 +47,21 @@ def timed(scorer: Scorer, inputs: np.ndarray, calls: int) -> dict[str, float]:
     return {f"p{p}": round(float(np.percentile(a, p)), 1) for p in (50, 99, 99.9)}
 
 
+def setting() -> tuple[torch.device, FeatureSpec, Shape, np.ndarray]:
+    """Determinism on, the GPU, the features, a window of 64 rows, and 256 fixed random windows."""
+    make_deterministic(4)
+    spec = FeatureSpec()
+    shape = Shape(window=64, features=spec.width, horizons=(1, 4, 16), quantiles=(0.1, 0.5, 0.9))
+    return (torch.device("cuda"), spec, shape,
+            np.random.default_rng(0).normal(size=(256, 1, 64, spec.width)).astype(np.float32))
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--archs", default="attention,tft,mamba2")
     p.add_argument("--calls", type=int, default=5000)
     args = p.parse_args()
-    make_deterministic(4)
-    device = torch.device("cuda")
-    spec = FeatureSpec()
-    shape = Shape(window=64, features=spec.width, horizons=(1, 4, 16), quantiles=(0.1, 0.5, 0.9))
-    inputs = np.random.default_rng(0).normal(size=(256, 1, 64, spec.width)).astype(np.float32)
+    device, spec, shape, inputs = setting()
     for arch in args.archs.split(","):
         cfg = TrainConfig().model(arch, "production")
         eager = Scorer(build(arch, cfg, shape, seed=1), 64, spec.width, device, batch=1)

@@ -8,12 +8,15 @@
 2. The daemon with and without the gateway: `foxhunt run` on a synthetic record as fast as it goes (feed
    clock, ema_cross), alone, then with the gateway and three dashboards' worth of clients (three event
    streams and three status streams following the journal it writes), alternated, `--runs` times each.
+   The gateway runs at its systemd unit's priority (nice 10; `--gateway-nice`), the dashboards' clients in
+   a process of their own at nice 19: they stand in for browsers on other machines.
 3. Tick to wire at a live pace, with and without the gateway and three dashboards: the trading loop (as in
    bench/journal_latency.py, durability before_send, ema_cross) fed `--live-rate` quotes a second on the
    wall clock for `--seconds`, timed from a quote entering the loop to the order it causes reaching the
    venue adapter; p50, p99, p99.9.
 
     .venv/bin/python bench/web_stream.py [--seconds 10] [--rate 50000] [--runs 3] [--events 300000] [--live-rate 2000]
+                                         [--gateway-nice 10] [--parts stream,daemon,live]
 
 Uses FOXHUNT_DSN, or the embedded cluster in FOXHUNT_STATE_DIR (a temporary one when neither is set).
 """
@@ -25,7 +28,9 @@ from foxhunt import compiled
 compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
 
 import argparse
+import contextlib
 import json
+import multiprocessing
 import os
 import socket
 import statistics
@@ -34,6 +39,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 
 import anyio
 import httpx
@@ -51,6 +57,9 @@ from foxhunt.runtime.clock import WallClock
 from foxhunt.web.db import Database
 from foxhunt.web.tokens import TokenStore
 
+GATEWAY_NICE = 10  # as scripts/foxhunt-web.service's Nice=
+BROWSERS_NICE = 19  # the dashboards' clients stand in for browsers on other machines: they take what is left
+
 META = {"config": b"{}", "config_digest": "bench", "fingerprint": {}}
 
 
@@ -60,9 +69,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_gateway(env: dict[str, str], port: int) -> subprocess.Popen:
-    gateway = subprocess.Popen([sys.executable, "-m", "foxhunt", "web", "serve", "--listen", f"127.0.0.1:{port}"],
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def start_gateway(env: dict[str, str], port: int, nice: int = GATEWAY_NICE) -> subprocess.Popen:
+    """`foxhunt web serve`, by default at the priority its systemd unit gives it (scripts/foxhunt-web.service)."""
+    gateway = subprocess.Popen(["nice", "-n", str(nice), sys.executable, "-m", "foxhunt", "web", "serve", "--listen",
+                                f"127.0.0.1:{port}"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -131,17 +141,16 @@ def run_daemon(env: dict[str, str], events: int, journal: str) -> float:
     return json.loads(done.stdout)["events_per_second"]
 
 
-async def dashboards(port: int, token: str, journal: str, stop: anyio.Event) -> None:
+async def dashboards(port: int, token: str, journal: str) -> None:
     """Three dashboards' clients: an event stream and a status stream each, retrying until the journal exists."""
     headers = {"authorization": f"Bearer {token}"}
 
     async def one(path: str) -> None:
-        while not stop.is_set():
+        while True:
             try:
                 async with connect(f"ws://127.0.0.1:{port}{path}", additional_headers=headers, max_size=2**26) as ws:
                     async for _ in ws:
-                        if stop.is_set():
-                            return
+                        pass
             except (ConnectionClosed, OSError):
                 pass
             await anyio.sleep(0.05)
@@ -150,8 +159,24 @@ async def dashboards(port: int, token: str, journal: str, stop: anyio.Event) -> 
         for _ in range(3):
             tg.start_soon(one, f"/api/journals/{journal}/stream?from_seq=1")
             tg.start_soon(one, f"/api/status/stream?journal={journal}")
-        await stop.wait()
-        tg.cancel_scope.cancel()
+
+
+def browsers(port: int, token: str, journal: str) -> None:
+    """`dashboards` in a process of their own at the lowest priority, until terminated: they stand in for
+    browsers on other machines, so their own work must not take the daemon's CPU."""
+    os.nice(BROWSERS_NICE)
+    anyio.run(dashboards, port, token, journal)
+
+
+@contextlib.contextmanager
+def watching(port: int, token: str, journal: str) -> Iterator[None]:
+    clients = multiprocessing.get_context("spawn").Process(target=browsers, args=(port, token, journal))
+    clients.start()
+    try:
+        yield
+    finally:
+        clients.terminate()
+        clients.join()
 
 
 def daemon_side_by_side(env: dict[str, str], port: int, token: str, events: int, runs: int) -> dict[str, object]:
@@ -159,16 +184,8 @@ def daemon_side_by_side(env: dict[str, str], port: int, token: str, events: int,
     for _ in range(runs):
         alone.append(run_daemon(env, events, f"bench-alone-{uuid.uuid4().hex[:8]}"))
         journal = f"bench-watched-{uuid.uuid4().hex[:8]}"
-
-        async def watched_run(journal: str = journal) -> float:
-            stop = anyio.Event()
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(dashboards, port, token, journal, stop)
-                rate = await anyio.to_thread.run_sync(run_daemon, env, events, journal)
-                stop.set()
-            return rate
-
-        watched.append(anyio.run(watched_run))
+        with watching(port, token, journal):
+            watched.append(run_daemon(env, events, journal))
     return {"alone": alone, "watched": watched, "alone_median": statistics.median(alone),
             "watched_median": statistics.median(watched),
             "ratio": statistics.median(watched) / statistics.median(alone)}
@@ -181,16 +198,10 @@ def live_side_by_side(dsn: str, port: int, token: str, seconds: float, rate: int
     store = PostgresJournalStore(dsn)
     alone = anyio.run(tick_to_wire, store, trading, quotes, "before_send", rate, backend_options={"use_uvloop": True})
     journal = f"bench-live-watched-{uuid.uuid4().hex[:8]}"
-
-    async def watched() -> list[int]:
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(dashboards, port, token, journal, stop)
-            samples = await tick_to_wire(store, trading, quotes, "before_send", rate, journal)
-            stop.set()
-        return samples
-
-    return {"alone": percentiles(alone), "watched": percentiles(anyio.run(watched, backend_options={"use_uvloop": True}))}
+    with watching(port, token, journal):
+        watched = anyio.run(tick_to_wire, store, trading, quotes, "before_send", rate, journal,
+                            backend_options={"use_uvloop": True})
+    return {"alone": percentiles(alone), "watched": percentiles(watched)}
 
 
 def main() -> None:
@@ -200,6 +211,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--events", type=int, default=300_000)
     parser.add_argument("--live-rate", type=int, default=2_000)
+    parser.add_argument("--gateway-nice", type=int, default=GATEWAY_NICE,
+                        help="the gateway's niceness (its systemd unit's Nice=, 10; 0 to compare)")
+    parser.add_argument("--parts", default="stream,daemon,live", help="which of the three to run, comma-separated")
     args = parser.parse_args()
     env = dict(os.environ)
     if not env.get("FOXHUNT_DSN") and not env.get("FOXHUNT_STATE_DIR"):
@@ -219,20 +233,24 @@ def main() -> None:
 
     token = anyio.run(add_token)
     port = free_port()
-    gateway = start_gateway(env, port)
+    gateway = start_gateway(env, port, args.gateway_nice)
     try:
         print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}")
-        result = anyio.run(stream, dsn, port, token, args.seconds, args.rate)
-        print(f"stream: wrote {result['written']:,} events at {result['written_per_s']:,.0f}/s; the client received"
-              f" {result['received']:,} at {result['received_per_s']:,.0f}/s; append to receipt p50"
-              f" {result['p50_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms, max {result['max_ms']:.1f} ms")
-        side = daemon_side_by_side(env, port, token, args.events, args.runs)
-        print(f"daemon events/s alone {[round(x) for x in side['alone']]} median {side['alone_median']:,.0f};"
-              f" with the gateway and 3 dashboards {[round(x) for x in side['watched']]} median"
-              f" {side['watched_median']:,.0f}; ratio {side['ratio']:.3f}")
-        live = live_side_by_side(dsn, port, token, args.seconds * 2, args.live_rate)
-        print(f"tick to wire at {args.live_rate:,} quotes/s, before_send: alone {live['alone']};"
-              f" with the gateway and 3 dashboards {live['watched']}")
+        parts = set(args.parts.split(","))
+        if "stream" in parts:
+            result = anyio.run(stream, dsn, port, token, args.seconds, args.rate)
+            print(f"stream: wrote {result['written']:,} events at {result['written_per_s']:,.0f}/s; the client"
+                  f" received {result['received']:,} at {result['received_per_s']:,.0f}/s; append to receipt p50"
+                  f" {result['p50_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms, max {result['max_ms']:.1f} ms")
+        if "daemon" in parts:
+            side = daemon_side_by_side(env, port, token, args.events, args.runs)
+            print(f"daemon events/s alone {[round(x) for x in side['alone']]} median {side['alone_median']:,.0f};"
+                  f" with the gateway and 3 dashboards {[round(x) for x in side['watched']]} median"
+                  f" {side['watched_median']:,.0f}; ratio {side['ratio']:.3f}")
+        if "live" in parts:
+            live = live_side_by_side(dsn, port, token, args.seconds * 2, args.live_rate)
+            print(f"tick to wire at {args.live_rate:,} quotes/s, before_send: alone {live['alone']};"
+                  f" with the gateway and 3 dashboards {live['watched']}")
     finally:
         gateway.terminate()
         gateway.wait(timeout=30)
