@@ -131,7 +131,7 @@ async def run(cfg: config.Config, feed, clock, rate: float | None) -> tuple[dict
         venues.append(Timed(bootstrap.simulated_venue(kernel, trading, clock)))
         return venues[-1]
 
-    def scoring(trading, clock):
+    def scoring(trading, clock, kernel):
         models = trading.strategy.models
         if not models:
             return None

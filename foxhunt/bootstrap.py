@@ -32,15 +32,16 @@ from foxhunt.admin.server import Access, ServerPolicy, user_ids
 from foxhunt.config import Config, TradingConfig
 from foxhunt.core.kernel import BEHAVIOUR, Kernel
 from foxhunt.errors import ConfigError, InputError, JournalArchived, JournalError, JournalMismatch
-from foxhunt.messages.base import Input
+from foxhunt.messages.base import Input, nanos
 from foxhunt.messages.system import TradingState
-from foxhunt.ports import Clock, JournalStore, JournalWriter, ModelRunner, ModelStore, Snapshot, Venue
+from foxhunt.ports import Clock, JournalStore, JournalWriter, ModelRunner, ModelStore, PolicyRunner, Snapshot, Venue
 from foxhunt.runtime import replay, snapshots
 from foxhunt.runtime.clock import EventClock, WallClock
 from foxhunt.runtime.daemon import Operations, RunRequest, StartupSignals
+from foxhunt.runtime.policies import PolicyCheck, PolicyService
 from foxhunt.runtime.reconfigure import kernel_config
 from foxhunt.runtime.recovery import Recovery, VenueFactory, snapshot
-from foxhunt.runtime.scoring import Rescore, ScoreCheck, ScoringService
+from foxhunt.runtime.scoring import ModelSource, Rescore, ScoreCheck, ScoringService
 
 if TYPE_CHECKING:
     from foxhunt.observability.telemetry import Telemetry
@@ -214,16 +215,20 @@ def operations(cfg: Config, journal: str, config_path: str | None = None) -> Ope
                       config_source=config_path or "(defaults and environment)", scoring=scoring(cfg))
 
 
-def scoring(cfg: Config) -> Callable[[TradingConfig, Clock], ScoringService | None]:
-    """The scoring source of a journal's strategy: the models it names, from the model store, on the device
-    `[scoring]` names; None for a strategy that reads no model scores. torch is imported here, for such a
-    strategy only: the other commands and strategies start without it."""
+def scoring(cfg: Config) -> Callable[[TradingConfig, Clock, Kernel], ModelSource | None]:
+    """The source of model inputs of a journal's strategy, on the device `[scoring]` names: the scoring source
+    for the models it names, the policy source for the stored agent the strategy `agent` follows (its
+    `policy`); None for a strategy that reads neither. torch is imported here, for such a strategy only: the
+    other commands and strategies start without it."""
 
-    def build(trading: TradingConfig, clock: Clock) -> ScoringService | None:
-        models = trading.strategy.models
-        if not models:
+    def build(trading: TradingConfig, clock: Clock, kernel: Kernel) -> ModelSource | None:
+        strategy = trading.strategy
+        if strategy.name == "agent" and strategy.agent.policy:
+            return PolicyService(policy_runner(cfg), strategy.agent.policy, cfg.features, cfg.scoring, clock, kernel,
+                                 nanos(strategy.agent.trade_size))
+        if not strategy.models:
             return None
-        return ScoringService(model_runner(cfg), models, cfg.features, cfg.scoring, clock)
+        return ScoringService(model_runner(cfg), strategy.models, cfg.features, cfg.scoring, clock)
 
     return build
 
@@ -234,6 +239,13 @@ def model_runner(cfg: Config, store: str | None = None) -> ModelRunner:
 
     s = cfg.scoring
     return TorchRunner(model_store(cfg, store), s.device, s.batch, s.graph, s.threads, s.compile)
+
+
+def policy_runner(cfg: Config) -> PolicyRunner:
+    """The torch runner of a stored trading agent, from `[models] store`, on `[scoring]`'s device."""
+    from foxhunt.adapters.inference.policy import TorchPolicyRunner  # torch, as model_runner
+
+    return TorchPolicyRunner(model_store(cfg), cfg.scoring.device, cfg.scoring.threads)
 
 
 def run_request(cfg: Config, journal: str, feed_spec: str | None, clock_name: str | None, on_bad_row: str,
@@ -303,10 +315,12 @@ async def backtest(store: JournalStore, name: str, trading: TradingConfig, resco
 
 async def verify(store: JournalStore, name: str, trading: TradingConfig, cfg: Config,
                  progress: Callable[[int], None] | None = None) -> dict[str, object]:
-    """`foxhunt replay --verify`: every derived event, and every model score recomputed by the store's model
-    on `[scoring]`'s device (the runner is built at the journal's first ModelsLoaded: a journal without
-    scores needs no torch)."""
-    return await replay.verify(store, name, trading, ScoreCheck(lambda: model_runner(cfg), cfg.scoring.keep), progress)
+    """`foxhunt replay --verify`: every derived event, and every model score and served agent's decision
+    recomputed by the store's model on `[scoring]`'s device (a runner is built at the journal's first
+    ModelsLoaded: a journal without scores needs no torch)."""
+    policies = PolicyCheck(lambda: policy_runner(cfg), cfg.scoring.keep)
+    return await replay.verify(store, name, trading, ScoreCheck(lambda: model_runner(cfg), cfg.scoring.keep, policies),
+                               progress)
 
 
 @dataclass(frozen=True)

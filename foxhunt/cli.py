@@ -698,6 +698,7 @@ def cmd_train(args: argparse.Namespace, cfg: config.Config) -> int:
 
 
 def _train_agent(args: argparse.Namespace, cfg: config.Config) -> int:
+    from foxhunt.adapters.models import opening
     from foxhunt.training import agents  # torch and gymnasium: imported by the commands that need them
     from foxhunt.training.rl.episode import check, write
 
@@ -724,7 +725,7 @@ def _train_agent(args: argparse.Namespace, cfg: config.Config) -> int:
     m = trained.manifest
     recorded = None
     if args.record:
-        net, _ = agents.open_agent(models, m.model_id, None)
+        net, _ = opening.open_agent(models, m.model_id, None)
         episode = agents.record_episode(net, m, market.split(cfg.agents.env.held_out_fraction)[1], engine)
 
         async def keep():
@@ -798,13 +799,14 @@ def cmd_models(args: argparse.Namespace, cfg: config.Config) -> int:
 
 def _agent_models(args: argparse.Namespace, cfg: config.Config, models) -> int:
     """`models show` and `models eval` of a trading agent."""
+    from foxhunt.adapters.models import opening
     from foxhunt.training import agents  # torch and gymnasium, as train
 
     if args.action == "show":
-        _, m = agents.open_agent(models, args.model_id, None)
+        _, m = opening.open_agent(models, args.model_id, None)
         print(msgspec.json.format(msgspec.json.encode(m)).decode())
         return EXIT_OK
-    net, m = agents.open_agent(models, args.model_id, cfg.features.digest())
+    net, m = opening.open_agent(models, args.model_id, cfg.features.digest())
     assert m.agent is not None
     request = agents.AgentRequest(m.arch, args.journals, args.symbol or m.agent.symbol, args.start, args.end,
                                   m.seed, "cpu", m.size, False)

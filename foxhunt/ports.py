@@ -16,6 +16,7 @@ from foxhunt.messages.base import Input, Message
 from foxhunt.messages.market import MarketData
 from foxhunt.messages.orders import CancelOrder, OrderType, ReplaceOrder, Side, SubmitOrder
 from foxhunt.messages.scores import LoadedModel
+from foxhunt.models.agent_configs import EnvConfig
 
 PAGE_SIZE = 10_000
 
@@ -283,3 +284,34 @@ class ModelRunner(abc.ABC):
     @staticmethod
     def input_digest(window: np.ndarray) -> str:
         return hashlib.sha256(np.ascontiguousarray(window, dtype=np.float32).tobytes()).hexdigest()
+
+
+class PolicyRunner(abc.ABC):
+    """A trading agent from a model store, served on one device (adapters/inference/policy.py).
+
+    - `prepare()` as ModelRunner's: the determinism settings before any CUDA work; (fingerprint, switches).
+    - `load(policy_id, feature_digest)` reads the agent, checks that its parameters hash to its manifest's
+      and that it was trained on the feature set `feature_digest`, builds it for the device, and returns
+      how it is served (a LoadedModel: its arch, window 1, `features` its observation's width, no horizons
+      or quantiles, the `symbol` it trades) with the environment it was trained in (EnvConfig: its actions, decision_every,
+      warmup). Its state starts afresh. A ModelError (what="load") where it cannot be loaded, naming it
+      and why; loading again loads it afresh.
+    - `act(observation)`: a float32 [width] observation to (action, outputs): the action as a number (a
+      discrete action's index, or the continuous value before clipping) and the float32 values it was
+      chosen from (action values, logits, or a continuous policy's mean). A recurrent policy carries its
+      state from one call to the next, so the calls must come in the order of the observations; the same
+      observations in the same order give the same bytes. A failure is a ModelError, as for `score`.
+    Every call blocks; the policy source (runtime/policies.py) makes them from one worker thread."""
+
+    device: str
+
+    @abc.abstractmethod
+    def prepare(self) -> tuple[dict[str, str], dict[str, str]]: ...
+
+    @abc.abstractmethod
+    def load(self, policy_id: str, feature_digest: str) -> tuple[LoadedModel, EnvConfig]: ...
+
+    @abc.abstractmethod
+    def act(self, observation: np.ndarray) -> tuple[float, np.ndarray]: ...
+
+    input_digest = staticmethod(ModelRunner.input_digest)  # the observation's, as a window's

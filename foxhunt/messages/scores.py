@@ -12,7 +12,8 @@ from foxhunt.messages.base import Derived, Input
 class LoadedModel(msgspec.Struct, frozen=True, kw_only=True):
     """A model as the scoring source serves it: what it reads (a window of `window` rows of the feature set
     `feature_digest`) and writes (`quantiles` at each of `horizons`), at a fixed `batch`, and how (`graph`:
-    a CUDA graph replays it)."""
+    a CUDA graph replays it). A trading agent as the policy source serves it (`arch` rainbow, ppo or iql):
+    one observation of `features` values at a time, on `symbol`."""
 
     model_id: str
     parameter_sha256: str
@@ -25,6 +26,7 @@ class LoadedModel(msgspec.Struct, frozen=True, kw_only=True):
     batch: int
     graph: bool
     compiled: bool = False  # its forward fused by torch.compile (on CUDA): verify compiles it the same way
+    symbol: str = ""  # a trading agent's (runtime/policies.py): the symbol it decides on; "" for a forecaster
 
 
 class ModelsLoaded(Input, frozen=True, kw_only=True):
@@ -39,6 +41,7 @@ class ModelsLoaded(Input, frozen=True, kw_only=True):
     feature_spec: bytes  # the feature set the windows are made of, as JSON (core/features/spec.py)
     models: list[LoadedModel]
     failed: list[str] = []  # the models asked for that could not be loaded (each has its ModelFailed)
+    source: str = "scoring"  # the source that serves them: "scoring" (forecasters) or "policy" (a trading agent)
 
 
 class ModelScored(Input, frozen=True, kw_only=True):
@@ -77,7 +80,13 @@ class PolicyActed(Input, frozen=True, kw_only=True):
     trade size in [-1, 1] (negative: short), decided on the market data input `as_of` (a sequence number of
     this journal). `action` is what the policy output, as it output it: the index of a discrete action, or
     the continuous value before clipping. The agent strategy (core/strategies/agent.py) moves the position
-    towards it through the pre-trade gate, like any strategy's target."""
+    towards it through the pre-trade gate, like any strategy's target.
+
+    From the policy source (runtime/policies.py), which journals every decision a served agent makes, also
+    what it was made of: `input_digest`, the SHA-256 of the observation's exact float32 bytes, and `outputs`,
+    the values the policy chose from (action values, logits, or a continuous policy's mean), so that
+    `replay --verify` can recompute the decision and compare bytes, and `latency_ns`, the policy's call.
+    The training environment leaves them empty."""
 
     policy_id: str
     parameter_sha256: str = ""
@@ -85,6 +94,9 @@ class PolicyActed(Input, frozen=True, kw_only=True):
     as_of: int
     action: float
     fraction: float
+    input_digest: str = ""
+    outputs: list[float] = []
+    latency_ns: int = 0
 
 
 class ScoreRefused(Derived, frozen=True, kw_only=True):

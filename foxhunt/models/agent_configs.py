@@ -8,9 +8,11 @@ GPU), and `[agents.rainbow]` or `[agents.ppo]` change single values of the chose
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 import msgspec
+import numpy as np
 
 from foxhunt.errors import ConfigError
 
@@ -51,6 +53,40 @@ class EnvConfig(_Config, frozen=True, kw_only=True):
     @property
     def actions(self) -> int:
         return 2 * self.levels + 1
+
+
+EXTRA = 4  # observation values after the feature row: position, unrealised PnL, equity, denied
+# what an agent divides those four by to normalise them: a fraction, basis points, basis points, a flag
+EXTRA_SCALE = (1.0, 10.0, 100.0, 1.0)
+
+
+def observe(out: np.ndarray, row: np.ndarray, position: int, size: int, unrealized: int, equity: int, notional: int,
+            denied: bool) -> None:
+    """What an agent observes, into `out` (float32, the row's width + EXTRA), in training (the trading
+    environment) and served live (runtime/policies.py) alike: the feature row, then the position as a
+    fraction of trade size `size`, the unrealised PnL and the equity since the start (money nanos) in basis
+    points of `notional` (the full position's notional at the first price), and 1.0 where the gate denied
+    an order since the last decision."""
+    width = row.shape[0]
+    bp = 1e4 / notional
+    out[:width] = row
+    out[width] = position / size
+    out[width + 1] = unrealized * bp
+    out[width + 2] = equity * bp
+    out[width + 3] = 1.0 if denied else 0.0
+
+
+def fraction_of(action: Any, cfg: EnvConfig) -> tuple[float, float]:
+    """(target fraction, the action as a number) of a discrete action index or a continuous value."""
+    if cfg.continuous:
+        value = float(np.asarray(action, dtype=np.float64).reshape(-1)[0])
+        if not math.isfinite(value):
+            raise ValueError(f"a continuous action must be a finite number, got {value}")
+        return min(max(value, -1.0), 1.0), value
+    index = int(action)
+    if not 0 <= index < cfg.actions:
+        raise ValueError(f"a discrete action must be in 0..{cfg.actions - 1}, got {action}")
+    return (index - cfg.levels) / cfg.levels, float(index)
 
 
 class RainbowConfig(_Config, frozen=True, kw_only=True):

@@ -25,7 +25,7 @@ from foxhunt.messages.system import AdminCommand
 from foxhunt.ports import Clock, JournalStore
 from foxhunt.runtime import views
 from foxhunt.runtime.loop import TradingLoop
-from foxhunt.runtime.scoring import ScoringService
+from foxhunt.runtime.scoring import ModelSource
 
 Submit = Callable[[AdminCommand], Awaitable[tuple[int, list[Derived]]]]
 
@@ -58,7 +58,7 @@ class Rates:
 class Console:
     def __init__(
         self, loop: TradingLoop, store: JournalStore, journal: str, cfg: Config, clock: Clock, submit: Submit,
-        venue: str, scoring: ScoringService | None = None,
+        venue: str, scoring: ModelSource | None = None,
     ) -> None:
         self.loop = loop
         self.store = store

@@ -53,11 +53,12 @@ from foxhunt import config
 from foxhunt.admin import server as admin_server
 from foxhunt.admin.protocol import UsageError
 from foxhunt.config import Config, TradingConfig, trading_from_json
+from foxhunt.core.kernel import Kernel
 from foxhunt.errors import ConfigError, InputError
 from foxhunt.messages.base import Derived, Input
 from foxhunt.messages.market import MARKET_DATA_TYPES
 from foxhunt.messages.orders import OrderCanceled
-from foxhunt.messages.scores import ModelScored
+from foxhunt.messages.scores import ModelScored, PolicyActed
 from foxhunt.messages.system import (
     AdminCommand,
     ClockHeld,
@@ -74,7 +75,7 @@ from foxhunt.runtime.console import Console
 from foxhunt.runtime.loop import TradingLoop
 from foxhunt.runtime.reconfigure import journal_config, risk_reload
 from foxhunt.runtime.recovery import Recovery, VenueFactory, recover
-from foxhunt.runtime.scoring import ScoringService
+from foxhunt.runtime.scoring import ModelSource
 from foxhunt.runtime.snapshots import save_snapshot
 from foxhunt.runtime.summary import summarize
 
@@ -128,9 +129,10 @@ class Operations:
     # where it is read from, for the log; a reload that cannot read it raises ConfigError
     reread_config: Callable[[], Config] | None = None
     config_source: str = "(defaults and environment)"
-    # the scoring source (runtime/scoring.py) for the journal's strategy, on the run's clock: None where the
-    # strategy reads no model scores
-    scoring: Callable[[TradingConfig, Clock], ScoringService | None] | None = None
+    # the source of model inputs for the journal's strategy, on the run's clock and reading its kernel: the
+    # scoring source (runtime/scoring.py) or the policy source (runtime/policies.py); None where the strategy
+    # reads neither
+    scoring: Callable[[TradingConfig, Clock, Kernel], ModelSource | None] | None = None
 
 
 Done = Callable[[int, Sequence[Derived]], None]
@@ -148,7 +150,7 @@ class _Control:
         self.urgent: deque[tuple[Input, Done | None]] = deque()
         self.waiting: anyio.CancelScope | None = None
         self.feed_done = False
-        self.scoring: ScoringService | None = None  # at the end of the feed, the run waits for its scores
+        self.scoring: ModelSource | None = None  # at the end of the feed, the run waits for its scores
 
     @property
     def stop_reason(self) -> str:
@@ -226,7 +228,7 @@ async def run_daemon(
         if isinstance(req.clock, WallClock):  # a step back of the system clock, journaled once
             req.clock.on_step_back = lambda step, held: control.push_urgent(
                 ClockHeld(ts_event=held, ts_init=held, step_ns=step))
-        scoring = ops.scoring(built_with, req.clock) if ops.scoring is not None else None
+        scoring = ops.scoring(built_with, req.clock, kernel) if ops.scoring is not None else None
         console = Console(loop, store, req.journal, cfg, req.clock, control.submit_admin, venue.name, scoring)
         loop.on_wait = lambda: _heartbeat(console, ops.notifier)
         if ops.telemetry is not None:
@@ -332,15 +334,15 @@ async def _finish(loop: TradingLoop, bus: Bus, clock: Clock, control: _Control, 
 
 async def _await_cancels(loop: TradingLoop, bus: Bus, clock: Clock) -> None:
     """A real venue answers later: record its reports until no order is working, for at most
-    STOP_CANCEL_WAIT seconds. Market data and scores still queued are not traded on any more and are left
-    out."""
+    STOP_CANCEL_WAIT seconds. Market data, scores and agents' decisions still queued are not traded on any
+    more and are left out."""
     deadline = time.monotonic() + STOP_CANCEL_WAIT
     while loop.kernel.orders.open and time.monotonic() < deadline:
         try:
             msg = bus.take_nowait() or await bus.take(timeout=deadline - time.monotonic())
         except BusClosed:
             return
-        if msg is not None and type(msg) not in MARKET_DATA_TYPES and type(msg) is not ModelScored:
+        if msg is not None and type(msg) not in MARKET_DATA_TYPES and type(msg) not in (ModelScored, PolicyActed):
             clock.advance(msg.ts_init)
             await loop.submit(msg)
     if loop.kernel.orders.open:

@@ -143,6 +143,8 @@ async def verify(store: JournalStore, name: str, trading: TradingConfig,
     await refuse_if_ingested(store, name, "verify")
     kept = [snapshot for snapshot in await store.snapshots(name) if snapshots.unusable(snapshot, trading) is None]
     verifier = Verifier(name, build_kernel(trading), kept, scores)
+    if scores is not None:
+        scores.attach(verifier.kernel, trading)
     started = time.perf_counter()
     async with aclosing(store.read(name, decode_derived=False)) as pages:
         async for page in pages:

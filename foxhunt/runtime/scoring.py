@@ -26,7 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import msgspec
@@ -34,14 +34,18 @@ import numpy as np
 import structlog
 from anyio.streams.memory import MemoryObjectSendStream
 
-from foxhunt.config import ScoringConfig
+from foxhunt.config import ScoringConfig, TradingConfig
 from foxhunt.core.features import FeatureSpec, FeatureWindows
 from foxhunt.errors import ModelError, VerificationFailed
-from foxhunt.messages.base import Input
+from foxhunt.messages.base import Input, nanos
 from foxhunt.messages.market import MARKET_DATA_TYPES, MarketData
 from foxhunt.messages.scores import LoadedModel, ModelFailed, ModelScored, ModelsLoaded
 from foxhunt.messages.system import RunStarted
 from foxhunt.ports import Clock, ModelRunner
+
+if TYPE_CHECKING:
+    from foxhunt.core.kernel import Kernel
+    from foxhunt.runtime.policies import PolicyCheck
 
 log = structlog.get_logger("foxhunt.scoring")
 
@@ -59,7 +63,7 @@ def scored(model: LoadedModel, symbol: str, as_of: int, ts_event: int, ts_init: 
     )
 
 
-def _timed(call: Callable[..., Any], *args: Any) -> tuple[Any, int]:
+def timed(call: Callable[..., Any], *args: Any) -> tuple[Any, int]:
     """`call(*args)` and the nanoseconds it took, timed in the thread that makes it."""
     started = time.perf_counter_ns()
     out = call(*args)
@@ -139,7 +143,9 @@ def _settle(answer: asyncio.Future, result: Any, failed: BaseException | None) -
         answer.set_result(result)
 
 
-class _Stats:
+class Stats:
+    """A served model's calls, latencies (the last LATENCIES_KEPT) and failures, for `models`."""
+
     def __init__(self) -> None:
         self.latencies: deque[int] = deque(maxlen=LATENCIES_KEPT)
         self.calls = 0
@@ -152,6 +158,30 @@ class _Stats:
         return {"calls": self.calls, "latency_us": pct, "failures": self.failures, "last_failure": self.last_failure}
 
 
+class ModelSource(Protocol):
+    """What the daemon serves a source of model inputs by: the scoring source (ScoringService) and the
+    policy source (runtime/policies.py, PolicyService). `start` loads (the daemon submits what it returns
+    before trading starts), `observe` is the trading loop's hook for every market data input, right after
+    the kernel took it, `run` the source's task, `busy` whether inputs of it are still to come, `failed`
+    the models not serving and why, `request_reload` an operator's resume, `status` the admin socket's
+    `models`."""
+
+    failed: dict[str, str]
+
+    @property
+    def busy(self) -> bool: ...
+
+    async def start(self) -> list[Input]: ...
+
+    def observe(self, seq: int, msg: MarketData) -> None: ...
+
+    async def run(self, publisher: MemoryObjectSendStream[Input]) -> None: ...
+
+    def request_reload(self) -> None: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+
 class ScoringService:
     """The live scoring source (module docstring). `start` loads the models (the daemon submits what it
     returns before trading starts); `run` is its task; `observe` is the trading loop's hook."""
@@ -161,7 +191,7 @@ class ScoringService:
         self.runner, self.wanted_models, self.spec, self.cfg, self.clock = runner, models, spec, cfg, clock
         self.loaded: dict[str, LoadedModel] = {}  # serving
         self.failed: dict[str, str] = {}  # not serving, and why
-        self.stats = {m: _Stats() for m in models}
+        self.stats = {m: Stats() for m in models}
         self.windows = FeatureWindows(spec, 1, cfg.keep)
         self.wanted: dict[str, tuple[int, int]] = {}  # symbol -> (seq, ts_event) of its newest window
         self.fingerprint: dict[str, str] = {}
@@ -283,7 +313,7 @@ class ScoringService:
             windows = batches[model.model_id]
             try:
                 forecasts, latency = await self._in_worker(
-                    lambda m=model, w=windows: _timed(self.runner.score, m.model_id, w), self.cfg.deadline_ms / 1e3)
+                    lambda m=model, w=windows: timed(self.runner.score, m.model_id, w), self.cfg.deadline_ms / 1e3)
             except ModelError as e:
                 events.append(self._fail(model, symbols, e.what, str(e)))
                 continue
@@ -411,9 +441,10 @@ class ScoreCheck:
     (what is asked for, of what, how much) differs. A model whose parameters in the store are not the ones
     a score records fails the verify too, even where every output it recomputes is the same."""
 
-    def __init__(self, runner_for: Callable[[], ModelRunner], keep: int) -> None:
+    def __init__(self, runner_for: Callable[[], ModelRunner], keep: int, policies: PolicyCheck | None = None) -> None:
         self._runner_for = runner_for
         self.keep = keep
+        self.policies = policies  # the decisions of served trading agents (runtime/policies.py); None: taken
         self.recomputer: Recomputer | None = None
         self.strict = True
         self.recorded_on: dict[str, str] = {}
@@ -422,13 +453,22 @@ class ScoreCheck:
         self.largest = 0.0
         self.other_parameters: dict[str, tuple[str, str]] = {}  # model -> (recorded, in the store)
 
+    def attach(self, kernel: Kernel, trading: TradingConfig) -> None:
+        """The kernel that replays the journal, built with `trading`: the policies' observations read it."""
+        if self.policies is not None:
+            self.policies.kernel = kernel
+            self.policies.size = nanos(trading.strategy.agent.trade_size)
+
     def on_input(self, seq: int, msg: Input) -> Input:
-        """What the kernel is fed for the journal's input `msg`: itself, or a score as recomputed here."""
+        """What the kernel is fed for the journal's input `msg`: itself, or a score or a decision as
+        recomputed here."""
+        if self.policies is not None:
+            msg = self.policies.on_input(seq, msg)
         kind = type(msg)
         rec = self.recomputer
         if kind is ModelScored:
             return self._check(seq, msg)  # type: ignore[arg-type]
-        if kind is ModelsLoaded:
+        if kind is ModelsLoaded and msg.source == "scoring":  # type: ignore[attr-defined]
             if rec is None:
                 rec = self.recomputer = Recomputer(self._runner_for(), self.keep)
                 rec.prepare()
@@ -494,27 +534,28 @@ class ScoreCheck:
             msgspec.to_builtins(decode(recorded)))
 
     def finish(self) -> dict[str, Any]:
+        decisions = self.policies.finish() if self.policies is not None else {}
         for model_id, (recorded, stored) in self.other_parameters.items():
             raise VerificationFailed(
                 f"the scores of {model_id} were made with parameters {recorded[:16]}, but the store's {model_id}"
                 f" has {stored[:16]}: the model in the store is not the one that scored")
         if not self.scores:
-            return {}
+            return decisions
         here = self.recomputer.fingerprint if self.recomputer is not None else {}
         out: dict[str, Any] = {"scores_recomputed": self.scores, "scores_identical": self.identical}
         if self.strict and self.identical == self.scores:
-            out["scores"] = f"identical (recorded and replayed on {_machine(here)})"
+            out["scores"] = f"identical (recorded and replayed on {machine(here)})"
         else:
             share = self.decisions_identical / self.decisions if self.decisions else 1.0
-            out["scores"] = (f"numerically equivalent, not identical: recorded on {_machine(self.recorded_on)},"
-                             f" replayed on {_machine(here)}; largest absolute difference {self.largest:.3g};"
+            out["scores"] = (f"numerically equivalent, not identical: recorded on {machine(self.recorded_on)},"
+                             f" replayed on {machine(here)}; largest absolute difference {self.largest:.3g};"
                              f" {share:.1%} of {self.decisions} decision events identical, every decision the same")
             out["largest_abs_diff"] = self.largest
             out["windows_differing"] = self.windows_differ
-        return out
+        return out | decisions
 
 
-def _machine(fingerprint: dict[str, str]) -> str:
+def machine(fingerprint: dict[str, str]) -> str:
     return fingerprint.get("gpu") or fingerprint.get("cpu") or fingerprint.get("device", "?")
 
 

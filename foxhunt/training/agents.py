@@ -23,21 +23,12 @@ from torch import nn
 
 import foxhunt
 from foxhunt.config import Config, TradingConfig
-from foxhunt.errors import ModelError
 from foxhunt.messages.base import nanos
 from foxhunt.models.agent_configs import EnvConfig
-from foxhunt.models.artifact import (
-    AgentShape,
-    FeatureSetRef,
-    Manifest,
-    check_features,
-    model_id,
-    pack,
-    read_manifest,
-    unpack_agent,
-)
+from foxhunt.models.artifact import AgentShape, FeatureSetRef, Manifest, model_id, pack
 from foxhunt.models.determinism import fingerprint, make_deterministic
 from foxhunt.models.forecaster import parameter_hash
+from foxhunt.models.greedy import Greedy, greedy
 from foxhunt.ports import JournalStore, ModelStore
 from foxhunt.training.rl import evaluation, iql, ppo, rainbow
 from foxhunt.training.rl import history as journal_history
@@ -136,24 +127,9 @@ def train(market: Market, request: AgentRequest, cfg: Config, models: ModelStore
     return Trained(manifest, models.put(manifest.model_id, pack(outcome.model, manifest)))
 
 
-def policy(net: nn.Module) -> evaluation.Policy:
+def policy(net: nn.Module) -> Greedy:
     """A network as evaluation plays it, greedily, on the CPU."""
-    cpu = torch.device("cpu")
-    net = net.to(cpu)
-    if isinstance(net, rainbow.QuantileNetwork):
-        return rainbow.Greedy(net, cpu)
-    return iql.Greedy(net, cpu) if isinstance(net, iql.ImplicitQ) else ppo.Greedy(net, cpu)
-
-
-def open_agent(models: ModelStore, mid: str, feature_digest: str | None) -> tuple[nn.Module, Manifest]:
-    """A stored agent, its hash checked, and its feature set where `feature_digest` is given."""
-    files = models.get(mid)
-    where = f"model {mid} in {models.location}"
-    manifest = read_manifest(files, where)
-    if manifest.agent is None:
-        raise ModelError(f"{where} is a forecaster ({manifest.arch}), not a trading agent")
-    check_features(manifest, where, feature_digest)
-    return unpack_agent(files, where)
+    return greedy(net, torch.device("cpu"))
 
 
 def trained_in(manifest: Manifest, market: Market, engine: Engine, record: bool = False) -> TradingEnv:

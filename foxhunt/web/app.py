@@ -495,8 +495,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              " `foxhunt replay` prints it", response=dict[str, Any]),
     Endpoint("GET", "/api/journals/{name}/runs", runs, "read", "the journal's runs: how each started and stopped,"
              " and its inputs, fills and PnL", response=list[RunOut]),
-    Endpoint("GET", "/api/journals/{name}/models", models, "read", "the models that scored in the journal: parameter"
-             " hashes, latency percentiles, failures", response=dict[str, Any]),
+    Endpoint("GET", "/api/journals/{name}/models", models, "read", "the models that scored and the agents that decided"
+             " in the journal: parameter hashes, latency percentiles, failures", response=dict[str, Any]),
     Endpoint("GET", "/api/journals/{name}/bars", bars, "read", "one-second bars of each symbol's mid price (the"
              " last 2000)", response=list[BarsOut]),
     Endpoint("GET", "/api/journals/{name}/report", report, "read", "the run's HTML report", response="text/html"),

@@ -41,7 +41,7 @@ from foxhunt.messages.base import format_fixed
 from foxhunt.messages.fixed_point import SCALE
 from foxhunt.messages.market import QuoteTick, TradeTick
 from foxhunt.messages.orders import OrderFilled, OrderPartiallyFilled
-from foxhunt.messages.scores import ModelFailed, ModelScored
+from foxhunt.messages.scores import ModelFailed, ModelScored, PolicyActed
 from foxhunt.messages.system import RunStarted
 from foxhunt.ports import JournalStore, Record
 from foxhunt.runtime.recovery import build_kernel, from_snapshot, recorded_config
@@ -257,8 +257,8 @@ class JournalView:
             self.fills.append({"seq": seq, "time_ns": msg.ts_event, "order_id": msg.order_id,
                                "symbol": msg.symbol, "side": order.side.value if order else None,
                                "quantity": format_fixed(msg.last_qty), "price": format_fixed(msg.last_price)})
-        elif kind is ModelScored:
-            stats = self.models.setdefault(msg.model_id, ModelStats())
+        elif kind is ModelScored or (kind is PolicyActed and msg.outputs):  # a served agent's decision too
+            stats = self.models.setdefault(msg.model_id if kind is ModelScored else msg.policy_id, ModelStats())
             stats.parameter_sha256, stats.scores = msg.parameter_sha256, stats.scores + 1
             stats.latencies_ns.append(msg.latency_ns)
         elif kind is ModelFailed:

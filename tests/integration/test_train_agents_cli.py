@@ -47,6 +47,19 @@ def test_train_stores_the_agent_with_its_comparison_and_its_recorded_episode_ver
     table = ok("models", "eval", m["model_id"], "--journal", market, "--store", store, env=env).stdout
     assert "buy_and_hold" in table and "turnover" in table
 
+    # served live: the daemon's strategy `agent` follows it, every decision a PolicyActed that verify recomputes
+    live = env | {"FOXHUNT_STRATEGY__NAME": "agent", "FOXHUNT_STRATEGY__AGENT__POLICY": m["model_id"],
+                  "FOXHUNT_MODELS__STORE": store, "FOXHUNT_SCORING__DEVICE": "cpu"}
+    served = f"{market}-{agent}-live"
+    run = summary("run", "--journal", served, "--feed", "synthetic:seed=5,n=3000,reversion=0.05,step=20",
+                  "--clock", "feed", env=live)
+    assert run["stopped"] == "feed ended" and run["trading_state"] == "ACTIVE"
+    shown = ok("journal", "show", served, "--limit", "5000", env=live).stdout
+    assert "PolicyActed" in shown and m["model_id"] in shown and "input_digest" in shown
+    verified = summary("replay", served, "--verify", env=live)
+    assert verified["decisions"].startswith("identical") and verified["decisions_recomputed"] > 0
+    assert verified["state_digest"] == run["state_digest"]
+
 
 
 def test_iql_learns_offline_from_a_journaled_episode_and_is_stored_like_the_others(market, cli_env, tmp_path):

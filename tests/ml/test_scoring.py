@@ -76,7 +76,7 @@ async def paper_run(cfg: config.Config, runner_for=None, n: int = FEED) -> tuple
     store = MemoryJournalStore()
     clock = EventClock()
 
-    def scoring(trading, clock):
+    def scoring(trading, clock, kernel):
         return ScoringService(runner_for(cfg), trading.strategy.models, cfg.features, cfg.scoring, clock)
 
     ops = Operations(venue=bootstrap.simulated_venue, notifier=Notifier({}), scoring=scoring)

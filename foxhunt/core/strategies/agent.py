@@ -7,7 +7,8 @@ trading is REDUCING, nothing while HALTED, and an order the gate denied is not a
 something it depended on has changed. A target not reached at once (an order denied, filled in part, or
 still on its way) is asked for again with each market data input of the symbol, so the agent need only
 say when it changes its mind: the trading environment (training/rl/environment.py) sends a PolicyActed
-only then.
+only then. The policy source of a served agent (runtime/policies.py) journals every decision, the same
+target again included, which changes nothing here.
 """
 
 from __future__ import annotations

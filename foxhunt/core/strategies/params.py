@@ -61,7 +61,7 @@ class AgentParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     policy's PolicyActed inputs set, each a fraction of `trade_size`."""
 
     trade_size: Decimal = Decimal("100000")  # the largest position, in units (a fraction of 1 or -1)
-    policy: str = ""  # the policy whose decisions it follows, by id; "": any policy's
+    policy: str = ""  # the policy whose decisions it follows, by id (the daemon serves it: runtime/policies.py); "": any
 
     def __post_init__(self) -> None:
         if self.trade_size <= 0:

@@ -27,7 +27,6 @@ the same step); its observations for all episodes are one array, filled row by r
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -36,26 +35,9 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 from foxhunt.config import TradingConfig
 from foxhunt.errors import ConfigError
-from foxhunt.models.agent_configs import EnvConfig
+from foxhunt.models.agent_configs import EXTRA, EXTRA_SCALE, EnvConfig, fraction_of, observe
 from foxhunt.training.rl.episode import Engine, Episode, check
 from foxhunt.training.rl.market import Market
-
-EXTRA = 4  # observation values after the feature row: position, unrealised PnL, equity, denied
-# what an agent divides those four by to normalise them: a fraction, basis points, basis points, a flag
-EXTRA_SCALE = (1.0, 10.0, 100.0, 1.0)
-
-
-def fraction_of(action: Any, cfg: EnvConfig) -> tuple[float, float]:
-    """(target fraction, the action as a number) of a discrete action index or a continuous value."""
-    if cfg.continuous:
-        value = float(np.asarray(action, dtype=np.float64).reshape(-1)[0])
-        if not math.isfinite(value):
-            raise ValueError(f"a continuous action must be a finite number, got {value}")
-        return min(max(value, -1.0), 1.0), value
-    index = int(action)
-    if not 0 <= index < cfg.actions:
-        raise ValueError(f"a discrete action must be in 0..{cfg.actions - 1}, got {action}")
-    return (index - cfg.levels) / cfg.levels, float(index)
 
 
 class _Core:
@@ -89,13 +71,8 @@ class _Core:
         return Episode(self.market, self.trading, self.engine, cfg, start, self.policy_id, record)
 
     def observe(self, ep: Episode, out: np.ndarray, denied: bool) -> None:
-        width = self.width - EXTRA
-        out[:width] = self.market.rows[ep.index]
-        bp = 1e4 / ep.notional
-        out[width] = ep.position / ep.size
-        out[width + 1] = ep.unrealized * bp
-        out[width + 2] = ep.kernel.portfolio.equity * bp
-        out[width + 3] = 1.0 if denied else 0.0
+        observe(out, self.market.rows[ep.index], ep.position, ep.size, ep.unrealized, ep.kernel.portfolio.equity,
+                ep.notional, denied)
 
     def step(self, ep: Episode, action: Any, sha: str = "") -> tuple[float, bool, bool, bool]:
         """(reward, terminated, truncated, denied) of one step of `ep`."""

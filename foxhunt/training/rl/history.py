@@ -32,9 +32,8 @@ from foxhunt.messages.market import MARKET_DATA_TYPES
 from foxhunt.messages.orders import OrderDenied
 from foxhunt.messages.scores import PolicyActed
 from foxhunt.messages.system import PositionChanged
-from foxhunt.models.agent_configs import EnvConfig
+from foxhunt.models.agent_configs import EXTRA, EnvConfig
 from foxhunt.ports import JournalStore
-from foxhunt.training.rl.environment import EXTRA
 
 
 class Transitions(NamedTuple):

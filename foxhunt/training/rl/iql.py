@@ -14,6 +14,7 @@ import torch
 from foxhunt.errors import DataError
 from foxhunt.models.agent_configs import IqlConfig
 from foxhunt.models.determinism import seeded
+from foxhunt.models.greedy import GreedyImplicitQ
 from foxhunt.models.iql import ImplicitQ
 from foxhunt.training.rl.environment import TradingEnv
 from foxhunt.training.rl.evaluation import Policy
@@ -22,21 +23,6 @@ from foxhunt.training.rl.history import Transitions
 from foxhunt.training.rl.segments import Progress, Segmented
 
 PROGRESS_EVERY = 250  # gradient steps between the progress bar's updates
-
-
-class Greedy:
-    """The policy's most likely action."""
-
-    def __init__(self, net: ImplicitQ, device: torch.device) -> None:
-        self.net, self.device = net, device
-
-    def begin(self) -> None:
-        pass
-
-    def act(self, obs: np.ndarray) -> int:
-        self.net.eval()
-        with torch.no_grad():
-            return int(self.net.logits(torch.from_numpy(obs).to(self.device).unsqueeze(0)).argmax(dim=1).item())
 
 
 class IqlTrainer(Segmented):
@@ -67,7 +53,7 @@ class IqlTrainer(Segmented):
         return self.net
 
     def policy(self) -> Policy:
-        return Greedy(self.net, self.device)
+        return GreedyImplicitQ(self.net, self.device)
 
     def train_segment(self, steps: int, seed: int, progress: Progress | None) -> dict[str, float]:
         n = self.data["action"].numel()

@@ -19,6 +19,7 @@ import torch
 
 from foxhunt.models.agent_configs import PpoConfig
 from foxhunt.models.determinism import seeded
+from foxhunt.models.greedy import GreedyRecurrent
 from foxhunt.models.recurrent import RecurrentActorCritic
 from foxhunt.training.rl.curiosity import CuriosityBonus
 from foxhunt.training.rl.environment import VectorTradingEnv, observation_scale, reached
@@ -35,25 +36,6 @@ def draw(net: RecurrentActorCritic, out: torch.Tensor, generator: torch.Generato
     cdf = torch.softmax(out, dim=-1).cumsum(dim=-1)
     u = torch.rand(out.shape[0], 1, generator=generator, device=out.device)
     return (cdf < u).sum(dim=-1).clamp(max=out.shape[-1] - 1)
-
-
-class Greedy:
-    """The trained policy as evaluation plays it: its most likely action, its state carried along."""
-
-    def __init__(self, net: RecurrentActorCritic, device: torch.device) -> None:
-        self.net, self.device = net, device
-        self.state = net.initial_state(1, device)
-
-    def begin(self) -> None:
-        self.state = self.net.initial_state(1, self.device)
-
-    def act(self, obs: np.ndarray) -> Any:
-        self.net.eval()
-        with torch.no_grad():
-            x = torch.from_numpy(obs).to(self.device).unsqueeze(0)
-            out, _, self.state = self.net.step(x, self.state, torch.zeros(1, device=self.device))
-            action = self.net.greedy(out)
-        return action.cpu().numpy().astype(np.float32) if self.net.continuous else int(action.item())
 
 
 class PpoTrainer(Segmented):
@@ -91,7 +73,7 @@ class PpoTrainer(Segmented):
         return self.net
 
     def policy(self) -> Policy:
-        return Greedy(self.net, self.device)
+        return GreedyRecurrent(self.net, self.device)
 
     def train_segment(self, steps: int, seed: int, progress: Progress | None) -> dict[str, float]:
         cfg, n = self.cfg, self.envs.num_envs

@@ -22,6 +22,7 @@ import torch
 
 from foxhunt.models.agent_configs import RainbowConfig
 from foxhunt.models.determinism import seeded
+from foxhunt.models.greedy import GreedyQuantiles
 from foxhunt.models.iqn import QuantileNetwork, pick, quantile_huber_loss
 from foxhunt.training.rl.curiosity import CuriosityBonus
 from foxhunt.training.rl.environment import VectorTradingEnv, observation_scale, reached
@@ -46,24 +47,6 @@ class _Static:
 
 
 PROGRESS_EVERY = 1024  # environment steps between the progress bar's updates within a segment
-
-
-class Greedy:
-    """The trained network as evaluation plays it: noise off, the mean over evenly spaced fractions."""
-
-    def __init__(self, net: QuantileNetwork, device: torch.device) -> None:
-        self.net, self.device = net, device
-        k = net.cfg.act_quantiles
-        self.taus = ((torch.arange(k, dtype=torch.float32) + 0.5) / k).to(device).unsqueeze(0)
-
-    def begin(self) -> None:
-        pass
-
-    def act(self, obs: np.ndarray) -> int:
-        self.net.eval()
-        with torch.no_grad():
-            x = torch.from_numpy(obs).to(self.device).unsqueeze(0)
-            return int(self.net.q_values(x, self.taus).argmax(dim=1).item())
 
 
 class RainbowTrainer(Segmented):
@@ -96,7 +79,7 @@ class RainbowTrainer(Segmented):
         return self.online
 
     def policy(self) -> Policy:
-        return Greedy(self.online, self.device)
+        return GreedyQuantiles(self.online, self.device)
 
     def _rand(self, *shape: int) -> torch.Tensor:
         return torch.rand(shape, generator=self.noise, device=self.device)

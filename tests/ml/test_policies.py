@@ -1,0 +1,284 @@
+"""A trading agent served live on the CPU, end to end on the in-memory journal: a tiny PPO agent trained here
+and kept in a model store, a paper run of the strategy `agent` following it (every decision a PolicyActed
+input with its observation's digest and the policy's outputs), and `replay --verify` recomputing every
+decision. The observation served is the trading environment's, byte for byte. Then what must go wrong
+loudly: a policy replaced in the store, one that raises, one missing, one too slow."""
+
+from __future__ import annotations
+
+import time
+from contextlib import aclosing
+
+import numpy as np
+import pytest
+
+from foxhunt import bootstrap, config
+from foxhunt.adapters.feeds.synthetic import SyntheticFeed
+from foxhunt.adapters.inference.policy import TorchPolicyRunner
+from foxhunt.adapters.journal.memory import MemoryJournalStore
+from foxhunt.adapters.models.store import LocalModelStore
+from foxhunt.adapters.systemd import Notifier
+from foxhunt.errors import VerificationFailed
+from foxhunt.messages.base import format_fixed, nanos
+from foxhunt.messages.market import MarketData
+from foxhunt.messages.orders import SubmitOrder
+from foxhunt.messages.scores import ModelFailed, ModelsLoaded, PolicyActed
+from foxhunt.messages.system import TradingState, TradingStateChanged
+from foxhunt.models.agent_configs import EnvConfig
+from foxhunt.runtime import replay
+from foxhunt.runtime.clock import EventClock
+from foxhunt.runtime.daemon import Operations, RunRequest, run_daemon
+from foxhunt.runtime.policies import Observations, PolicyCheck, PolicyService
+from foxhunt.runtime.recovery import build_kernel, trading_config
+from foxhunt.runtime.scoring import ScoreCheck
+from foxhunt.training import agents
+from foxhunt.training.rl.environment import TradingEnv
+from foxhunt.training.rl.market import Market
+from tests.ml.test_scoring import perturbed
+
+FINGERPRINT = {"test": "1"}
+ENV = {"FOXHUNT_AGENTS__ENV__EPISODE_STEPS": "200", "FOXHUNT_AGENTS__ENV__DECISION_EVERY": "2",
+       "FOXHUNT_AGENTS__ENV__WARMUP": "32", "FOXHUNT_AGENTS__EVAL_EPISODES": "1",
+       "FOXHUNT_AGENTS__PPO__STEPS": "1024", "FOXHUNT_AGENTS__PPO__EVAL_EVERY": "1024",
+       "FOXHUNT_AGENTS__PPO__ROLLOUT": "64"}
+FEED = 600  # market data inputs of a run, paced at RATE a second so that the policy keeps up
+RATE = 400.0
+
+
+def cfg_for(store: LocalModelStore, policy: str, **scoring) -> config.Config:
+    env = {"FOXHUNT_STRATEGY__NAME": "agent", "FOXHUNT_STRATEGY__AGENT__POLICY": policy,
+           "FOXHUNT_MODELS__STORE": str(store.root), "FOXHUNT_SCORING__DEVICE": "cpu", **ENV,
+           **{f"FOXHUNT_SCORING__{k.upper()}": str(v) for k, v in scoring.items()}}
+    return config.load(None, env=env)
+
+
+def quotes(n: int, seed: int) -> list[MarketData]:
+    """EURUSD quotes of the mean-reverting synthetic market the agent tests learn on."""
+    trading = config.load(None, env={}).trading()
+    return list(SyntheticFeed(seed, n, trading.build_instruments()["EURUSD"], 1_100_000_000, EventClock(), None,
+                              reversion=0.05, step=20))
+
+
+@pytest.fixture(scope="module")
+def agent_store(tmp_path_factory) -> tuple[LocalModelStore, str]:
+    root = tmp_path_factory.mktemp("agents")
+    store = LocalModelStore(root / "store")
+    cfg = cfg_for(store, "")
+    market = Market.of("EURUSD", quotes(4000, seed=3), cfg.features, "synthetic seed 3")
+    request = agents.AgentRequest("ppo", ["synthetic"], "EURUSD", None, None, 1, "cpu", "tiny", False)
+    trained = agents.train(market, request, cfg, store, bootstrap.agent_engine(), root / "checkpoints")
+    return store, trained.manifest.model_id
+
+
+async def paper_run(cfg: config.Config, runner_for=None, n: int = FEED) -> tuple[MemoryJournalStore, dict, list]:
+    """A paper run of `n` quotes on the memory journal, the agent served by `runner_for(cfg)` (the torch
+    policy runner on the CPU unless a test brings one that misbehaves)."""
+    runner_for = runner_for or bootstrap.policy_runner
+    store = MemoryJournalStore()
+
+    def source(trading, clock, kernel):
+        agent = trading.strategy.agent
+        return PolicyService(runner_for(cfg), agent.policy, cfg.features, cfg.scoring, clock, kernel,
+                             nanos(agent.trade_size))
+
+    ops = Operations(venue=bootstrap.simulated_venue, notifier=Notifier({}), scoring=source)
+    summary = await run_daemon(store, cfg, RunRequest("j", quotes(n, seed=11), EventClock(), feed_rate=RATE),
+                               FINGERPRINT, ops)
+    async with aclosing(store.read("j")) as pages:
+        recorded = [r.message async for page in pages for r in page]
+    return store, summary, recorded
+
+
+def of(kind, recorded):
+    return [m for m in recorded if type(m) is kind]
+
+
+async def verify(journal: MemoryJournalStore, store: LocalModelStore) -> dict:
+    trading = await trading_config(journal, "j", None, None)
+    runner = lambda: TorchPolicyRunner(store, "cpu")
+    return await replay.verify(journal, "j", trading, ScoreCheck(lambda: None, 4096, PolicyCheck(runner, 4096)))
+
+
+async def test_a_served_agent_decides_on_every_decision_point_and_verify_recomputes_each(agent_store):
+    store, policy_id = agent_store
+    cfg = cfg_for(store, policy_id)
+    journal, summary, recorded = await paper_run(cfg)
+    loaded = of(ModelsLoaded, recorded)
+    assert len(loaded) == 1 and loaded[0].models[0].model_id == policy_id and loaded[0].models[0].arch == "ppo"
+    assert loaded[0].models[0].symbol == "EURUSD" and loaded[0].determinism["deterministic_algorithms"] == "on"
+    decisions = of(PolicyActed, recorded)
+    env = cfg.agents.env
+    points = (FEED - env.warmup + env.decision_every - 1) // env.decision_every
+    assert len(decisions) > 0.9 * points, "the policy kept up with a paced feed"
+    assert [d.as_of for d in decisions] == sorted({d.as_of for d in decisions}), "in order, each point once"
+    assert all(d.policy_id == policy_id and d.parameter_sha256 == loaded[0].models[0].parameter_sha256
+               and len(d.outputs) == env.actions and len(d.input_digest) == 64 and d.latency_ns > 0 for d in decisions)
+    assert all(d.fraction == (int(d.action) - env.levels) / env.levels for d in decisions)
+    assert len({tuple(d.outputs) for d in decisions}) > len(decisions) // 2, "its outputs follow what it sees"
+    # it trades to the position its last decision asks for (a tiny agent, briefly trained, holds one target)
+    assert of(SubmitOrder, recorded) and summary["trading_state"] == "ACTIVE"
+    target = int(nanos(cfg.strategy.agent.trade_size) * decisions[-1].fraction)
+    assert summary["positions"]["EURUSD"] == format_fixed(target), summary["positions"]
+
+    verified = await verify(journal, store)
+    assert verified["decisions"].startswith("identical") and verified["decisions_recomputed"] == len(decisions)
+    assert verified["state_digest"] == summary["state_digest"]
+
+
+def test_the_observation_served_is_the_trading_environments_byte_for_byte(agent_store):
+    """At an episode's first step (a fresh kernel: flat, no PnL) the environment's observation and the policy
+    source's, made of the same market data, are the same bytes."""
+    store, policy_id = agent_store
+    cfg = cfg_for(store, policy_id)
+    trading = agents.agent_trading(cfg)
+    data = quotes(400, seed=5)
+    env_cfg = EnvConfig(warmup=32, decision_every=2)
+    market = Market.of("EURUSD", data, cfg.features, "synthetic seed 5")
+    env = TradingEnv(market, trading, bootstrap.agent_engine(), env_cfg)
+    trained_on, _ = env.reset(options={"start": env_cfg.warmup})
+    kernel = env.episode.kernel
+    size = nanos(trading.strategy.agent.trade_size)
+    served = Observations(cfg.features, "EURUSD", env_cfg, size, 1, 4096)
+    for seq, msg in enumerate(data[: env_cfg.warmup + 1], start=1):
+        if served.on_market(seq, msg):
+            served.mark(seq, msg, kernel)
+    assert list(served.points) == [env_cfg.warmup + 1]  # the first decision point: the episode's first step
+    assert served.observation(env_cfg.warmup + 1).tobytes() == trained_on.tobytes()
+
+
+async def test_a_policy_replaced_in_the_store_fails_verify_at_its_first_decision(agent_store, tmp_path):
+    store, policy_id = agent_store
+    copy = LocalModelStore(tmp_path / "store")
+    copy.put(policy_id, store.get(policy_id))
+    journal, _, recorded = await paper_run(cfg_for(copy, policy_id), n=200)
+    first = next(i for i, m in enumerate(recorded) if type(m) is PolicyActed) + 1
+    perturbed(copy, policy_id, keep_manifest=False)  # one weight one ulp up, the manifest's hash rewritten
+    with pytest.raises(VerificationFailed) as failed:
+        await verify(journal, copy)
+    text = str(failed.value)
+    assert f"decision seq {first} ({policy_id} for EURUSD" in text and "not the one that decided" in text
+
+
+class Misbehaving(TorchPolicyRunner):
+    """The torch policy runner, misbehaving after a few decisions as real devices do."""
+
+    def __init__(self, *args, raise_after: int | None = None, stall_after: int | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls = 0
+        self.raise_after, self.stall_after = raise_after, stall_after
+
+    def act(self, observation):
+        self.calls += 1
+        if self.raise_after is not None and self.calls > self.raise_after:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        if self.stall_after is not None and self.calls > self.stall_after:
+            time.sleep(0.5)
+        return super().act(observation)
+
+
+@pytest.mark.parametrize("trouble", ["raises", "missing", "too slow"])
+async def test_a_policy_that_cannot_decide_takes_trading_to_reducing_and_loses_nothing(agent_store, trouble):
+    store, policy_id = agent_store
+    policy = "ppo-000000000000" if trouble == "missing" else policy_id
+    cfg = cfg_for(store, policy, deadline_ms=100)
+
+    def runner_for(c):
+        return Misbehaving(store, "cpu", raise_after=20 if trouble == "raises" else None,
+                           stall_after=20 if trouble == "too slow" else None)
+
+    journal, summary, recorded = await paper_run(cfg, runner_for, n=300)
+    failed = of(ModelFailed, recorded)
+    assert len(failed) == 1, "a failed policy is not asked again until an operator resumes"
+    assert failed[0].what == {"raises": "error", "missing": "load", "too slow": "deadline"}[trouble]
+    assert failed[0].model_id == policy
+    changed = of(TradingStateChanged, recorded)
+    assert [c.state for c in changed] == [TradingState.REDUCING] and policy in changed[0].cause
+    assert summary["trading_state"] == "REDUCING" and summary["stopped"] == "feed ended"
+    assert sum(1 for m in recorded if isinstance(m, MarketData)) == 300, "every market data input is journaled"
+    decisions = of(PolicyActed, recorded)
+    assert len(decisions) == (0 if trouble == "missing" else 20)
+    verified = await verify(journal, store)
+    assert verified["trading_state"] == "REDUCING"
+    assert verified.get("decisions_recomputed", 0) == len(decisions)
+
+
+async def test_an_operator_s_resume_loads_a_failed_policy_again_with_its_state_afresh(agent_store):
+    """The policy source on its own: a policy that raised is a ModelFailed; asked for again (what `resume`
+    does), it is a ModelsLoaded, decides again, and `models` shows it serving."""
+    import anyio
+
+    store, policy_id = agent_store
+    cfg = cfg_for(store, policy_id)
+    runner = Misbehaving(store, "cpu", raise_after=3)
+    kernel = build_kernel(agents.agent_trading(cfg))
+    service = PolicyService(runner, policy_id, cfg.features, cfg.scoring, EventClock(), kernel, 10**14)
+    started = await service.start()
+    assert [type(e) for e in started] == [ModelsLoaded]
+    send, receive = anyio.create_memory_object_stream(1000)
+    data = quotes(200, seed=9)
+    async with anyio.create_task_group() as tg, receive:
+        tg.start_soon(service.run, send)
+        events = []
+        for seq, msg in enumerate(data, start=1):
+            service.observe(seq, msg)
+            await anyio.sleep(0.002)
+        with anyio.fail_after(10):
+            while not any(type(e) is ModelFailed for e in events):
+                events.append(await receive.receive())
+        assert [type(e) for e in events].count(PolicyActed) == 3
+        assert service.status()["models"][policy_id]["state"] == "failed"
+        runner.raise_after = None
+        service.request_reload()
+        with anyio.fail_after(10):
+            reloaded = await receive.receive()
+        assert type(reloaded) is ModelsLoaded and reloaded.models[0].model_id == policy_id
+        for seq, msg in enumerate(quotes(20, seed=10), start=len(data) + 1):
+            service.observe(seq, msg)
+        with anyio.fail_after(10):
+            again = await receive.receive()
+        assert type(again) is PolicyActed and again.as_of > len(data)
+        tg.cancel_scope.cancel()
+    status = service.status()["models"][policy_id]
+    assert status["state"] == "serving" and status["kind"] == "policy" and status["calls"] >= 4
+    assert np.isfinite(status["latency_us"]["p50"])
+
+
+class OtherHardware(TorchPolicyRunner):
+    """The same policy on a machine of another class: its own fingerprint, outputs off by `noise`, and
+    (`flip_at`) an action of its own at one decision."""
+
+    def __init__(self, *args, noise: float, flip_at: int | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.noise, self.flip_at, self.calls = noise, flip_at, 0
+
+    def prepare(self):
+        fingerprint, switches = super().prepare()
+        return fingerprint | {"cpu": "another processor"}, switches
+
+    def act(self, observation):
+        self.calls += 1
+        action, outputs = super().act(observation)
+        if self.calls == self.flip_at:
+            action = float((int(action) + 1) % len(outputs))
+        return action, outputs + np.float32(self.noise)
+
+
+@pytest.mark.parametrize("flip", [False, True], ids=["same decisions", "a decision differs"])
+async def test_on_other_hardware_verify_says_numerically_equivalent_or_names_the_decision_that_differs(agent_store,
+                                                                                                        flip):
+    store, policy_id = agent_store
+    journal, summary, recorded = await paper_run(cfg_for(store, policy_id), n=200)
+    decisions = [i + 1 for i, m in enumerate(recorded) if type(m) is PolicyActed]
+    trading = await trading_config(journal, "j", None, None)
+    other = PolicyCheck(lambda: OtherHardware(store, "cpu", noise=1e-6, flip_at=5 if flip else None), 4096)
+    check = replay.verify(journal, "j", trading, ScoreCheck(lambda: None, 4096, other))
+    if not flip:
+        verified = await check
+        assert verified["decisions"].startswith("numerically equivalent, not identical: recorded on")
+        assert "another processor" in verified["decisions"] and "every action the same" in verified["decisions"]
+        assert verified["state_digest"] == summary["state_digest"]
+        return
+    with pytest.raises(VerificationFailed) as failed:
+        await check
+    assert f"decision seq {decisions[4]} ({policy_id}" in str(failed.value)
+    assert "the decision itself differs" in str(failed.value)
