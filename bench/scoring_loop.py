@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from contextlib import aclosing
@@ -54,13 +55,14 @@ from foxhunt.core.features import Columns, batch
 from foxhunt.messages.base import parse_fixed
 from foxhunt.messages.market import QuoteTick
 from foxhunt.messages.orders import SubmitOrder
-from foxhunt.messages.scores import ModelScored
+from foxhunt.messages.scores import ModelScored, PolicyActed
 from foxhunt.models.artifact import FeatureSetRef, Manifest, model_id, pack
 from foxhunt.models.configs import Shape, TrainConfig
 from foxhunt.models.forecaster import build, parameter_hash
 from foxhunt.runtime.clock import EventClock, WallClock
 from foxhunt.runtime.daemon import Operations, RunRequest, run_daemon
-from foxhunt.runtime.scoring import ScoringService
+
+SCORES = (ModelScored, PolicyActed)  # a model's score, or a served agent's decision
 
 
 def stored_model(root: Path, arch: str, size: str, window: int) -> tuple[LocalModelStore, str]:
@@ -100,6 +102,9 @@ def cfg_for(store: LocalModelStore, strategy: str, models: list[str], device: st
     env = {"FOXHUNT_STRATEGY__NAME": strategy, "FOXHUNT_MODELS__STORE": str(store.root),
            "FOXHUNT_SCORING__DEVICE": device, "FOXHUNT_SCORING__BATCH": "1", "FOXHUNT_SCORING__DEADLINE_MS": "5000",
            "FOXHUNT_SCORING__COMPILE": "true" if compile else "false", "FOXHUNT_SCORING__LOAD_DEADLINE_S": "600"}
+    if strategy == "agent":  # models: the stored agent the strategy follows, served by the policy source
+        env |= {"FOXHUNT_STRATEGY__AGENT__POLICY": models[0], "FOXHUNT_RISK__MAX_ORDERS_PER_WINDOW": "100000",
+                "FOXHUNT_RISK__MAX_MESSAGES_PER_SECOND": "100000"}
     if strategy == "ensemble":
         env |= {"FOXHUNT_STRATEGY__ENSEMBLE__MODELS": json.dumps(models), "FOXHUNT_STRATEGY__ENSEMBLE__ENTRY_BPS": "0",
                 "FOXHUNT_STRATEGY__ENSEMBLE__FULL_BPS": "1e-3", "FOXHUNT_STRATEGY__ENSEMBLE__LEVELS": str(levels),
@@ -131,13 +136,7 @@ async def run(cfg: config.Config, feed, clock, rate: float | None) -> tuple[dict
         venues.append(Timed(bootstrap.simulated_venue(kernel, trading, clock)))
         return venues[-1]
 
-    def scoring(trading, clock, kernel):
-        models = trading.strategy.models
-        if not models:
-            return None
-        return ScoringService(bootstrap.model_runner(cfg), models, cfg.features, cfg.scoring, clock)
-
-    ops = Operations(venue=venue, notifier=Notifier({}), scoring=scoring)
+    ops = Operations(venue=venue, notifier=Notifier({}), scoring=bootstrap.scoring(cfg))
     summary = await run_daemon(store, cfg, RunRequest("j", feed, clock, feed_rate=rate), {"bench": "1"}, ops)
     async with aclosing(store.read("j")) as pages:
         records = [r async for page in pages for r in page]
@@ -145,7 +144,7 @@ async def run(cfg: config.Config, feed, clock, rate: float | None) -> tuple[dict
 
 
 def tick_to_order(args, store: LocalModelStore, mid: str) -> dict:
-    cfg = cfg_for(store, "ensemble", [mid], args.device, args.levels, args.compile)
+    cfg = cfg_for(store, strategy_of(args), [mid], args.device, args.levels, args.compile)
     clock = WallClock()
     feed = SyntheticFeed(5, args.quotes, cfg.trading().build_instruments()["EURUSD"], parse_fixed("1.1"), clock)
     summary, records, sent = anyio.run(run, cfg, feed, clock, args.rate, backend_options={"use_uvloop": True})
@@ -153,12 +152,12 @@ def tick_to_order(args, store: LocalModelStore, mid: str) -> dict:
     score_ns, tick_score, tick_order = [], [], []
     for r in records:
         msg = r.message
-        if type(msg) is ModelScored:
+        if type(msg) in SCORES:
             score_ns.append(msg.latency_ns)
             tick_score.append(msg.ts_init - by_seq[msg.as_of].ts_init)
         elif type(msg) is SubmitOrder and msg.order_id in sent:
             cause = by_seq[r.causation]
-            if type(cause) is ModelScored:
+            if type(cause) in SCORES:
                 tick_order.append(sent[msg.order_id] - by_seq[cause.as_of].ts_init)
     quotes = sum(1 for r in records if type(r.message) is QuoteTick)
     return {"score_call": percentiles(score_ns), "tick_to_score": percentiles(tick_score),
@@ -167,10 +166,11 @@ def tick_to_order(args, store: LocalModelStore, mid: str) -> dict:
 
 
 def throughput(args, store: LocalModelStore, mid: str) -> dict:
-    out: dict[str, list[float]] = {"ema_cross": [], "ensemble": []}
+    served = strategy_of(args)
+    out: dict[str, list[float]] = {"ema_cross": [], served: []}
     scored: list[float] = []
     for _ in range(args.repeats):
-        for strategy in ("ema_cross", "ensemble"):
+        for strategy in ("ema_cross", served):
             cfg = cfg_for(store, strategy, [mid], "cpu", args.levels)
             clock = EventClock()
             feed = list(SyntheticFeed(5, args.quotes, cfg.trading().build_instruments()["EURUSD"], parse_fixed("1.1"),
@@ -179,11 +179,50 @@ def throughput(args, store: LocalModelStore, mid: str) -> dict:
             _, records, _ = anyio.run(run, cfg, feed, clock, None, backend_options={"use_uvloop": True})
             seconds = time.perf_counter() - started
             out[strategy].append(args.quotes / seconds)
-            if strategy == "ensemble":
-                scored.append(sum(1 for r in records if type(r.message) is ModelScored))
+            if strategy == served:
+                scored.append(sum(1 for r in records if type(r.message) in SCORES))
     med = {k: round(statistics.median(v)) for k, v in out.items()}
-    return {"quotes_per_s": med, "rounds": out, "ensemble_over_ema_cross": round(med["ensemble"] / med["ema_cross"], 3),
+    return {"quotes_per_s": med, "rounds": out, f"{served}_over_ema_cross": round(med[served] / med["ema_cross"], 3),
             "scores": scored, "share_of_quotes_scored": round(statistics.median(scored) / args.quotes, 4)}
+
+
+def strategy_of(args) -> str:
+    return "agent" if args.agent else "ensemble"
+
+
+def stored_agent(root: Path, arch: str, size: str) -> tuple[LocalModelStore, str]:
+    """An agent at the preset `size`, its seed's weights (latency does not depend on their values), trained
+    on no data: its observations standardised on the feed's feature rows, so that what it sees moves its
+    choice and its target changes often."""
+    from safetensors.torch import load as load_tensors
+    from safetensors.torch import save as save_tensors
+
+    from foxhunt.models.agent_configs import EXTRA
+    from foxhunt.models.artifact import MANIFEST, WEIGHTS
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/stored.py: a stored agent's files
+    from tests.stored import agent_files
+
+    _, files = agent_files(arch, size=size)
+    spec = config.Config().features
+    quotes = list(SyntheticFeed(5, 5000, config.Config().trading().build_instruments()["EURUSD"],
+                                parse_fixed("1.1"), EventClock()))
+    rows = batch(spec, Columns.of(quotes))[0][100:]
+    tensors = load_tensors(files[WEIGHTS])
+    mean = np.concatenate([rows.mean(axis=0), np.zeros(EXTRA)]).astype(np.float32)
+    scale = np.concatenate([rows.std(axis=0) + 1e-9, np.ones(EXTRA)]).astype(np.float32)
+    for name in tensors:
+        if name.endswith("obs_mean"):
+            tensors[name] = torch.from_numpy(mean)
+        elif name.endswith("obs_scale"):
+            tensors[name] = torch.from_numpy(scale)
+    holder = torch.nn.Module()  # parameter_hash reads a state dict: these tensors, by their names
+    holder.state_dict = lambda: tensors  # type: ignore[method-assign]
+    sha = parameter_hash(holder)
+    manifest = msgspec.json.decode(files[MANIFEST]) | {"model_id": model_id(arch, sha), "parameter_sha256": sha}
+    store = LocalModelStore(root)
+    store.put(manifest["model_id"], {WEIGHTS: save_tensors(tensors), MANIFEST: msgspec.json.encode(manifest)})
+    return store, manifest["model_id"]
 
 
 def main() -> None:
@@ -198,16 +237,21 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--throughput", action="store_true", help="the throughput rounds instead of tick to order")
     p.add_argument("--compile", action="store_true", help="[scoring] compile: the forward fused inside the graph")
+    p.add_argument("--agent", choices=["rainbow", "ppo", "iql"], help="the strategy agent on a served agent of this"
+                   " kind, instead of the ensemble strategy on a model of --arch")
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        store, mid = stored_model(Path(tmp), args.arch, args.size, args.window)
+        store, mid = (stored_agent(Path(tmp), args.agent, args.size) if args.agent else
+                      stored_model(Path(tmp), args.arch, args.size, args.window))
         result = throughput(args, store, mid) if args.throughput else tick_to_order(args, store, mid)
-    result |= {"arch": args.arch, "size": args.size, "window": args.window, "compile": args.compile,
+    arch = args.agent or args.arch
+    result |= {"arch": arch, "size": args.size, "window": 1 if args.agent else args.window, "compile": args.compile,
                "device": "cpu" if args.throughput else args.device}
     print(json.dumps(result))
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    name = "scoring_throughput" if args.throughput else f"tick_to_order_{args.arch}{'_compiled' if args.compile else ''}"
+    name = (f"{strategy_of(args)}_throughput" if args.throughput else
+            f"tick_to_order_{arch}{'_compiled' if args.compile else ''}")
     (Path(args.out) / f"{name}.json").write_text(json.dumps(result, indent=1))
 
 

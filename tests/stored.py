@@ -24,26 +24,26 @@ def files(seed: int = 1, spec: FeatureSpec = SPEC) -> tuple[str, dict[str, bytes
 
 
 def agent_files(arch: str, seed: int = 1, continuous: bool = False, spec: FeatureSpec = SPEC,
-                symbol: str = "EURUSD") -> tuple[str, dict[str, bytes]]:
-    """A tiny trading agent's files (untrained, its weights seeded): rainbow, ppo (`continuous` or not) or
-    iql, observing `spec`'s rows and the environment's EXTRA values."""
+                symbol: str = "EURUSD", size: str = "tiny") -> tuple[str, dict[str, bytes]]:
+    """A trading agent's files (untrained, its weights seeded) at the preset `size`: rainbow, ppo
+    (`continuous` or not) or iql, observing `spec`'s rows and the environment's EXTRA values."""
     import msgspec
     import torch
 
-    from foxhunt.models.agent_configs import AGENT_CONFIGS, EXTRA, EnvConfig
+    from foxhunt.models.agent_configs import EXTRA, AgentsConfig, EnvConfig
     from foxhunt.models.artifact import AgentShape
     from foxhunt.models.iql import ImplicitQ
     from foxhunt.models.iqn import QuantileNetwork
     from foxhunt.models.recurrent import RecurrentActorCritic
 
     env = EnvConfig(continuous=continuous, decision_every=2, warmup=8)
-    cfg, width = AGENT_CONFIGS[arch](), spec.width + EXTRA
+    cfg, width = AgentsConfig().agent(arch, size), spec.width + EXTRA
     torch.manual_seed(seed)
     net = (QuantileNetwork(cfg, width, env.actions) if arch == "rainbow" else ImplicitQ(cfg, width, env.actions)
            if arch == "iql" else RecurrentActorCritic(cfg, width, env.actions, continuous))
     sha = parameter_hash(net)
     manifest = Manifest(
-        model_id=model_id(arch, sha), arch=arch, size="tiny", config=msgspec.to_builtins(cfg), seed=seed,
+        model_id=model_id(arch, sha), arch=arch, size=size, config=msgspec.to_builtins(cfg), seed=seed,
         parameter_sha256=sha, feature_set=FeatureSetRef(name=spec.name, version=spec.version, digest=spec.digest(),
                                                         spec={}),
         agent=AgentShape(observations=width, actions=env.actions, continuous=continuous, symbol=symbol,

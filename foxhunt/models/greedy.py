@@ -29,69 +29,77 @@ class Greedy(Protocol):
     def act(self, obs: np.ndarray) -> Any: ...
 
 
-class GreedyQuantiles:
-    """The trained network as evaluation plays it: noise off, the mean over evenly spaced fractions."""
+def choose(outputs: np.ndarray, continuous: bool) -> Any:
+    """The action of a policy's float32 outputs: the first of the largest (torch's argmax picks the same),
+    or a continuous policy's mean itself."""
+    return outputs.copy() if continuous else int(np.argmax(outputs))
 
-    def __init__(self, net: QuantileNetwork, device: torch.device) -> None:
+
+class Acting:
+    """What the three networks share: `forward(x)`, device tensors [1, width] to the outputs [1, n], in place
+    on the policy's own state where it has one (so that a CUDA graph can capture it: adapters/inference/
+    policy.py), and `act`, eagerly from a numpy observation."""
+
+    continuous = False
+
+    def __init__(self, net: nn.Module, device: torch.device) -> None:
         self.net, self.device = net, device
-        k = net.cfg.act_quantiles
-        self.taus = ((torch.arange(k, dtype=torch.float32) + 0.5) / k).to(device).unsqueeze(0)
         self.outputs = np.zeros(0, np.float32)
 
     def begin(self) -> None:
         pass
 
-    def act(self, obs: np.ndarray) -> int:
-        self.net.eval()
-        with torch.no_grad():
-            x = torch.from_numpy(obs).to(self.device).unsqueeze(0)
-            q = self.net.q_values(x, self.taus)
-            self.outputs = q.reshape(-1).cpu().numpy()  # the action values the choice was made of
-            return int(q.argmax(dim=1).item())
-
-
-class GreedyRecurrent:
-    """The trained policy as evaluation plays it: its most likely action, its state carried along."""
-
-    def __init__(self, net: RecurrentActorCritic, device: torch.device) -> None:
-        self.net, self.device = net, device
-        self.state = net.initial_state(1, device)
-        self.outputs = np.zeros(0, np.float32)
-
-    def begin(self) -> None:
-        self.state = self.net.initial_state(1, self.device)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
 
     def act(self, obs: np.ndarray) -> Any:
-        self.net.eval()
+        self.net.eval()  # evaluation between training segments shares the trained network
         with torch.no_grad():
-            x = torch.from_numpy(obs).to(self.device).unsqueeze(0)
-            out, _, self.state = self.net.step(x, self.state, torch.zeros(1, device=self.device))
-            self.outputs = out.reshape(-1).cpu().numpy()  # logits, or the mean of a continuous policy
-            action = self.net.greedy(out)
-        return action.cpu().numpy().astype(np.float32) if self.net.continuous else int(action.item())
+            out = self.forward(torch.from_numpy(obs).to(self.device).unsqueeze(0))
+        self.outputs = out.reshape(-1).cpu().numpy()
+        return choose(self.outputs, self.continuous)
 
 
-class GreedyImplicitQ:
-    """The policy's most likely action."""
+class GreedyQuantiles(Acting):
+    """Rainbow-IQN: noise off, each action's mean return over evenly spaced fractions, the largest."""
 
-    def __init__(self, net: ImplicitQ, device: torch.device) -> None:
-        self.net, self.device = net, device
-        self.outputs = np.zeros(0, np.float32)
+    def __init__(self, net: QuantileNetwork, device: torch.device) -> None:
+        super().__init__(net, device)
+        k = net.cfg.act_quantiles
+        self.taus = ((torch.arange(k, dtype=torch.float32) + 0.5) / k).to(device).unsqueeze(0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net.q_values(x, self.taus)
+
+
+class GreedyRecurrent(Acting):
+    """PPO's recurrent policy: the most likely action (a continuous policy's mean), its state carried along."""
+
+    def __init__(self, net: RecurrentActorCritic, device: torch.device) -> None:
+        super().__init__(net, device)
+        self.continuous = net.continuous
+        self.state = net.initial_state(1, device)
+        self.starts = torch.zeros(1, device=device)
 
     def begin(self) -> None:
-        pass
+        self.state.zero_()
 
-    def act(self, obs: np.ndarray) -> int:
-        self.net.eval()
-        with torch.no_grad():
-            logits = self.net.logits(torch.from_numpy(obs).to(self.device).unsqueeze(0))
-            self.outputs = logits.reshape(-1).cpu().numpy()  # the policy's logits the choice was made of
-            return int(logits.argmax(dim=1).item())
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, _, new = self.net.step(x, self.state, self.starts)
+        self.state.copy_(new)
+        return out
 
 
-def greedy(net: nn.Module, where: torch.device) -> Greedy:
+class GreedyImplicitQ(Acting):
+    """IQL's policy: the action of the largest logit."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net.logits(x)
+
+
+def greedy(net: nn.Module, where: torch.device) -> Acting:
     """The network acting greedily on `where` (moved there)."""
-    net = net.to(where)
+    net = net.to(where).eval()
     if isinstance(net, QuantileNetwork):
         return GreedyQuantiles(net, where)
     return GreedyImplicitQ(net, where) if isinstance(net, ImplicitQ) else GreedyRecurrent(net, where)

@@ -63,8 +63,10 @@ Figures = tuple[int, int, int, int, int]
 class Observations:
     """The agent's observations, made of the journal's inputs and the kernel after each (module docstring).
     `on_market` takes every market data input; where it says a decision point, `mark` takes the kernel's
-    figures right after that input; `observation(as_of)` is the observation at a marked point (None where
-    it is no longer kept: the newest `keep` are), `decided(as_of)` says the policy decided on it."""
+    figures right after that input; `observation(as_of)` is the observation at a marked point and its
+    figures (None where it is no longer kept: the newest `keep` are), and `decided(figures)` says the policy
+    decided on it (its figures are kept by the caller: more points may come, and push it out, while the
+    policy acts)."""
 
     def __init__(self, spec: FeatureSpec, symbol: str, env: EnvConfig, size: int, multiplier: int,
                  keep: int) -> None:
@@ -91,7 +93,7 @@ class Observations:
         if len(self.points) > self.keep:
             del self.points[next(iter(self.points))]
 
-    def observation(self, as_of: int) -> np.ndarray | None:
+    def observation(self, as_of: int) -> tuple[np.ndarray, Figures] | None:
         figures, row = self.points.get(as_of), self.windows.at(self.symbol, as_of, 1)
         if figures is None or row is None:
             return None
@@ -100,10 +102,10 @@ class Observations:
         out = np.empty(row.shape[1] + EXTRA, dtype=np.float32)
         observe(out, row[0], position, self.size, unrealized, equity - start_equity, notional,
                 self.start is not None and denied != self.denied)
-        return out
+        return out, figures
 
-    def decided(self, as_of: int) -> None:
-        _, _, equity, denied, price = self.points[as_of]
+    def decided(self, figures: Figures) -> None:
+        _, _, equity, denied, price = figures
         if self.start is None:
             self.start = (equity, self._notional(price))
         self.denied = denied
@@ -251,9 +253,10 @@ class PolicyService:
         assert self.wanted is not None and self.observations is not None and self.env is not None
         (seq, ts_event), self.wanted = self.wanted, None
         info = self.loaded[self.policy_id]
-        obs = self.observations.observation(seq)
-        if obs is None:  # kept no longer: `keep` decision points came while the policy acted
+        seen = self.observations.observation(seq)
+        if seen is None:  # kept no longer: `keep` decision points came while the policy acted
             return []
+        obs, figures = seen
         try:
             (action, outputs), latency = await self._worker.call(lambda: timed(self.runner.act, obs),
                                                                  self.cfg.deadline_ms / 1e3)
@@ -265,7 +268,7 @@ class PolicyService:
             return [self._fail("error", f"{type(e).__name__}: {e}")]
         self.stats.calls += 1
         self.stats.latencies.append(latency)
-        self.observations.decided(seq)
+        self.observations.decided(figures)
         return [acted(info, self.env, self.observations.symbol, seq, ts_event, self.clock.now(), obs, action,
                       outputs, latency, self.runner.input_digest)]
 
@@ -367,15 +370,16 @@ class PolicyCheck:
             raise VerificationFailed(f"{name} was made with parameters {act.parameter_sha256[:16]}, but the store's"
                                      f" {act.policy_id} has {policy.parameter_sha256[:16]}: the policy in the store is"
                                      " not the one that decided")
-        obs = self.observations.observation(act.as_of)
-        if obs is None:
+        seen = self.observations.observation(act.as_of)
+        if seen is None:
             raise VerificationFailed(f"{name}: its observation is not among the decision points replay keeps (the"
                                      f" newest {self.keep}): raise [scoring] keep")
+        obs, figures = seen
         try:
             action, outputs = self.runner.act(obs)
         except ModelError as e:
             raise VerificationFailed(f"{name} cannot be recomputed: {e}") from None
-        self.observations.decided(act.as_of)
+        self.observations.decided(figures)
         again = acted(policy, env, act.symbol, act.as_of, act.ts_event, act.ts_init, obs, action, outputs,
                       act.latency_ns, self.runner.input_digest)
         self.decisions += 1

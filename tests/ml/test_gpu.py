@@ -1,7 +1,8 @@
 """The determinism checks on a CUDA device: the same seed gives the same weights, another seed others, a
 resumed run the uninterrupted one's, and deterministic mode refuses an op that has no deterministic
 kernel; graph replay equals eager; the scoring source on CUDA graphs records a journal that verifies on the
-GPU and is numerically equivalent on the CPU; two processes score the same bytes. Without CUDA (CI) they
+GPU and is numerically equivalent on the CPU; two processes score the same bytes; a served agent's graph
+acts as its eager forward, and its journal verifies as the scores' does. Without CUDA (CI) they
 skip and say so; the same logic runs on the CPU in test_models.py and test_scoring.py, and the
 production-size checks on the H200 are bench/train_gpu.py's (docs/benchmarks.md)."""
 
@@ -14,6 +15,7 @@ import torch
 from foxhunt.models.configs import ARCHITECTURES
 from foxhunt.models.determinism import make_deterministic
 from foxhunt.models.forecaster import parameter_hash
+from tests.ml.test_policies import agent_store  # noqa: F401 - the fixture: a tiny PPO agent in a store
 from tests.ml.test_scoring import model_store  # noqa: F401 - the fixture: a tiny forecaster in a store
 
 pytestmark = pytest.mark.skipif(
@@ -182,3 +184,54 @@ def test_on_cuda_iql_trained_with_graphed_updates_has_the_eager_weights():
         trainer.run()
         hashes.append(parameter_hash(trainer.model))
     assert hashes[0] == hashes[1] == hashes[2]
+
+
+@pytest.mark.parametrize("kind", [("rainbow", False), ("ppo", False), ("ppo", True), ("iql", False)],
+                         ids=["rainbow", "ppo", "ppo-continuous", "iql"])
+def test_on_cuda_a_graphed_policy_acts_as_the_eager_one_bitwise_its_state_carried(kind, tmp_path):
+    """The policy runner's CUDA graph against its eager forward on the GPU: the same actions and outputs over
+    a sequence of observations (PPO's recurrent state carried through both), and again after `begin`."""
+    from foxhunt.adapters.inference.policy import TorchPolicyRunner
+    from foxhunt.adapters.models.store import LocalModelStore
+    from foxhunt.models.agent_configs import EXTRA
+    from tests.stored import SPEC, agent_files
+
+    store = LocalModelStore(tmp_path / "models")
+    mid, stored = agent_files(kind[0], continuous=kind[1])
+    store.put(mid, stored)
+    obs = np.random.default_rng(2).normal(size=(64, SPEC.width + EXTRA)).astype(np.float32)
+
+    def play(graph: bool) -> list[bytes]:
+        runner = TorchPolicyRunner(store, "cuda", graph=graph)
+        runner.prepare()
+        info, _ = runner.load(mid, SPEC.digest())
+        assert info.graph == graph
+        return [np.float64(a).tobytes() + o.tobytes() for a, o in (runner.act(x) for x in obs)]
+
+    assert play(True) == play(False)
+
+
+async def test_a_served_agent_s_journal_recorded_on_the_gpu_verifies_there_and_is_equivalent_on_the_cpu(agent_store):
+    """The policy source on a CUDA graph in a paper run; its journal verified with every decision recomputed
+    on the GPU (identical) and on the CPU (numerically equivalent, every action the same)."""
+    from foxhunt.adapters.inference.policy import TorchPolicyRunner
+    from foxhunt.messages.scores import ModelsLoaded, PolicyActed
+    from foxhunt.runtime import replay
+    from foxhunt.runtime.policies import PolicyCheck
+    from foxhunt.runtime.recovery import trading_config
+    from foxhunt.runtime.scoring import ScoreCheck
+    from tests.ml.test_policies import cfg_for, of, paper_run
+
+    store, policy_id = agent_store
+    journal, summary, recorded = await paper_run(cfg_for(store, policy_id, device="cuda"))
+    loaded = of(ModelsLoaded, recorded)[0]
+    assert loaded.device.startswith("cuda") and loaded.models[0].graph and "gpu" in loaded.fingerprint
+    assert len(of(PolicyActed, recorded)) > 200
+    trading = await trading_config(journal, "j", None, None)
+    for device, expected in (("cuda", "identical"), ("cpu", "numerically equivalent, not identical: recorded on NVIDIA")):
+        check = PolicyCheck(lambda d=device: TorchPolicyRunner(store, d), 4096)
+        verified = await replay.verify(journal, "j", trading, ScoreCheck(lambda: None, 4096, check))
+        assert verified["decisions"].startswith(expected), verified["decisions"]
+        assert verified["state_digest"] == summary["state_digest"]
+        print(f"GPU journal of a served agent, verified on {device}:", verified["decisions"])
+

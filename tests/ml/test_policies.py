@@ -143,7 +143,7 @@ def test_the_observation_served_is_the_trading_environments_byte_for_byte(agent_
         if served.on_market(seq, msg):
             served.mark(seq, msg, kernel)
     assert list(served.points) == [env_cfg.warmup + 1]  # the first decision point: the episode's first step
-    assert served.observation(env_cfg.warmup + 1).tobytes() == trained_on.tobytes()
+    assert served.observation(env_cfg.warmup + 1)[0].tobytes() == trained_on.tobytes()
 
 
 async def test_a_policy_replaced_in_the_store_fails_verify_at_its_first_decision(agent_store, tmp_path):

@@ -1,11 +1,17 @@
 """The torch policy runner (ports.PolicyRunner): a trading agent from the store, acting greedily as
-evaluation plays it (models/greedy.py), one observation at a time, eagerly on the configured
-device. An agent's network is a few small layers at batch 1 (and PPO's recurrent cell steps once a
-decision): no CUDA graph, whose gain the scoring source's forecasters need (docs/benchmarks.md)."""
+evaluation plays it (models/greedy.py), one observation at a time. On the CPU it runs eagerly. On CUDA,
+with `graph` (the default), after `make_deterministic` and a warm-up, its forward is captured once as a
+CUDA graph on a stream of its own, with a pinned host buffer and static device buffers for the observation
+and the outputs, and PPO's recurrent state kept in its own static buffer, updated in place inside the
+graph; a call copies in, replays, copies out and waits for that stream only. The same kernels as the eager
+forward, so the same bits (tests/ml/test_gpu.py); the action is chosen from the outputs on the host in
+both.
+"""
 
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -17,13 +23,49 @@ from foxhunt.errors import ModelError
 from foxhunt.messages.scores import LoadedModel
 from foxhunt.models.agent_configs import EnvConfig
 from foxhunt.models.determinism import fingerprint, make_deterministic
-from foxhunt.models.greedy import Greedy, greedy
+from foxhunt.models.greedy import Acting, Greedy, choose, greedy
 from foxhunt.ports import ModelStore, PolicyRunner
 
 
+class GraphedPolicy:
+    """A greedy policy (models/greedy.py, Acting) replayed as a CUDA graph (module docstring)."""
+
+    def __init__(self, policy: Acting, width: int, device: torch.device) -> None:
+        self.policy = policy
+        self.stream = torch.cuda.Stream(device)
+        self.host_in = torch.zeros((1, width), dtype=torch.float32, pin_memory=True)
+        self.in_view = self.host_in.numpy()
+        self.static_in = torch.zeros((1, width), dtype=torch.float32, device=device)
+        with torch.no_grad(), torch.cuda.stream(self.stream):
+            for _ in range(3):  # lazy initialisations and workspaces, before the capture
+                policy.forward(self.static_in)
+            policy.begin()  # the warm-up's steps are no part of the policy's history
+            self.stream.synchronize()
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph, stream=self.stream):
+                self.static_out = policy.forward(self.static_in)
+        self.stream.synchronize()
+        self.host_out = torch.zeros(tuple(self.static_out.shape), dtype=torch.float32, pin_memory=True)
+        self.outputs = np.zeros(0, np.float32)
+
+    def begin(self) -> None:
+        with torch.cuda.stream(self.stream):  # in the order of the replays
+            self.policy.begin()
+
+    def act(self, obs: np.ndarray) -> Any:
+        self.in_view[0] = obs
+        with torch.cuda.stream(self.stream):
+            self.static_in.copy_(self.host_in, non_blocking=True)
+            self.graph.replay()
+            self.host_out.copy_(self.static_out, non_blocking=True)
+        self.stream.synchronize()
+        self.outputs = self.host_out.numpy().reshape(-1).copy()
+        return choose(self.outputs, self.policy.continuous)
+
+
 class TorchPolicyRunner(PolicyRunner):
-    def __init__(self, store: ModelStore, device: str = "auto", threads: int = 1) -> None:
-        self.store, self.device, self.threads = store, device, threads
+    def __init__(self, store: ModelStore, device: str = "auto", threads: int = 1, graph: bool = True) -> None:
+        self.store, self.device, self.threads, self.graph = store, device, threads, graph
         self.torch_device = torch.device("cpu")
         self.served: tuple[str, Greedy] | None = None
         self._lock = threading.Lock()  # a load and an act may come from different worker threads, one at a time
@@ -44,7 +86,9 @@ class TorchPolicyRunner(PolicyRunner):
             shape = manifest.agent
             assert shape is not None
             try:
-                trained = greedy(net, self.torch_device)
+                trained: Greedy = greedy(net, self.torch_device)
+                if self.graph and self.torch_device.type == "cuda":
+                    trained = GraphedPolicy(trained, shape.observations, self.torch_device)
             except torch.OutOfMemoryError as e:
                 raise ModelError(f"policy {policy_id}: out of memory on {self.device}: {e}", what="out_of_memory") from e
             except (RuntimeError, ValueError) as e:
@@ -53,7 +97,7 @@ class TorchPolicyRunner(PolicyRunner):
             return LoadedModel(
                 model_id=policy_id, parameter_sha256=manifest.parameter_sha256, arch=manifest.arch, window=1,
                 features=shape.observations, horizons=[], quantiles=[], feature_digest=manifest.feature_set.digest,
-                batch=1, graph=False, symbol=shape.symbol,
+                batch=1, graph=isinstance(trained, GraphedPolicy), symbol=shape.symbol,
             ), msgspec.convert(shape.env, EnvConfig)
 
     def act(self, observation: np.ndarray) -> tuple[float, np.ndarray]:

@@ -1,0 +1,86 @@
+"""A served agent's decision at batch 1 (issue 22's target for single-step recurrent models and MLPs: p99
+at most 100 µs, copies included): one `TorchPolicyRunner.act` call (adapters/inference/policy.py) from a
+numpy observation to the action and its outputs, the copies to and from the device and the wait included,
+p50, p99 and p99.9 over --calls calls, for each kind of agent at the production preset (Rainbow-IQN 512 x 3
+with 32 fractions to act, PPO's LSTM of 256 stepped once a decision, IQL 512 x 3), two ways side by side
+in alternating blocks on a GPU: the runner's CUDA graph, and the same runner eager. Each way acts on the
+same sequence of observations from a fresh load, and the bench checks that the graph's actions and outputs
+are the eager ones' bit for bit (PPO's state carried through both). Determinism on. The weights are the
+seed's initial ones: latency does not depend on their values.
+
+    python bench/policy_latency.py --device cuda [--calls 10000] [--out DIR]      (on the H200)
+    python bench/policy_latency.py --device cpu --calls 2000                       (here)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from latency import percentiles  # bench/latency.py
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/stored.py: a stored agent's files
+
+from foxhunt.adapters.inference.policy import TorchPolicyRunner
+from foxhunt.adapters.models.store import LocalModelStore
+from foxhunt.models.agent_configs import EXTRA
+from tests.stored import SPEC, agent_files
+
+KINDS = {"rainbow": ("rainbow", False), "ppo": ("ppo", False), "ppo-continuous": ("ppo", True), "iql": ("iql", False)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--size", default="production")
+    p.add_argument("--calls", type=int, default=10_000)
+    p.add_argument("--block", type=int, default=500)
+    p.add_argument("--kinds", default=",".join(KINDS))
+    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = p.parse_args()
+    obs = np.random.default_rng(0).normal(size=(args.block, SPEC.width + EXTRA)).astype(np.float32)
+    report: dict = {"size": args.size, "device": args.device}
+    with tempfile.TemporaryDirectory() as tmp:
+        store = LocalModelStore(Path(tmp))
+        for name in args.kinds.split(","):
+            arch, continuous = KINDS[name]
+            mid, files = agent_files(arch, continuous=continuous, size=args.size)
+            store.put(mid, files)
+            graphs = [True, False] if args.device.startswith("cuda") else [False]
+            ways = {}
+            for graph in graphs:
+                runner = TorchPolicyRunner(store, args.device, threads=1, graph=graph)
+                report["environment"], _ = runner.prepare()
+                runner.load(mid, SPEC.digest())
+                ways["graph" if graph else "eager"] = runner
+            played = {}
+            for way, runner in ways.items():  # the same sequence from a fresh load: the same bytes?
+                runner.load(mid, SPEC.digest())
+                played[way] = b"".join(np.float64(a).tobytes() + o.tobytes() for a, o in map(runner.act, obs[:64]))
+            took: dict[str, list[int]] = {way: [] for way in ways}
+            clock = time.perf_counter_ns
+            while len(took[next(iter(ways))]) < args.calls:
+                for way, runner in ways.items():
+                    act = runner.act
+                    for i in range(args.block):
+                        t0 = clock()
+                        act(obs[i])
+                        took[way].append(clock() - t0)
+            out = report.setdefault(name, {}) | {way: percentiles(ns) for way, ns in took.items()}
+            if "graph" in ways:
+                out["graph_equals_eager_bitwise"] = played["graph"] == played["eager"]
+                out["eager_over_graph_p50"] = round(out["eager"]["p50_us"] / out["graph"]["p50_us"], 2)
+            report[name] = out
+            print(name, json.dumps(out), flush=True)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "policy_latency.json").write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
