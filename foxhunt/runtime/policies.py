@@ -181,6 +181,9 @@ class PolicyService:
         if self.failed and self.observations is not None:
             self.reload_asked = True
             self._wake.set()
+        elif self.failed:
+            log.warning("policy_not_reloaded", policy=self.policy_id,
+                        why="it could not be loaded when the run started: restart the daemon to serve it")
 
     async def _load(self) -> list[Input]:
         try:
