@@ -32,11 +32,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import msgspec
 import numpy as np
 import structlog
-from anyio.streams.memory import MemoryObjectSendStream
 
 from foxhunt.config import ScoringConfig
 from foxhunt.core.features import FeatureSpec, FeatureWindows
@@ -48,7 +46,7 @@ from foxhunt.messages.scores import LoadedModel, ModelFailed, ModelsLoaded, Poli
 from foxhunt.messages.system import RunStarted
 from foxhunt.models.agent_configs import EXTRA, EnvConfig, fraction_of, observe
 from foxhunt.ports import Clock, PolicyRunner
-from foxhunt.runtime.scoring import Stats, Worker, machine, timed
+from foxhunt.runtime.scoring import SourceTask, Stats, machine, timed
 
 if TYPE_CHECKING:
     from foxhunt.core.kernel import Kernel
@@ -127,7 +125,7 @@ def acted(policy: LoadedModel, env: EnvConfig, symbol: str, as_of: int, ts_event
                        latency_ns=latency_ns)
 
 
-class PolicyService:
+class PolicyService(SourceTask):
     """The live policy source (module docstring). The daemon serves it as it serves the scoring source:
     `start` loads the policy (the daemon submits what it returns before trading starts), `run` is its
     task, `observe` the trading loop's hook, `busy`, `failed`, `request_reload` and `status` as the scoring
@@ -145,10 +143,7 @@ class PolicyService:
         self.wanted: tuple[int, int] | None = None  # (seq, ts_event) of the newest decision point not taken
         self.fingerprint: dict[str, str] = {}
         self.determinism: dict[str, str] = {}
-        self.in_flight = False
-        self.reload_asked = False
-        self._wake = anyio.Event()
-        self._worker = Worker()
+        super().__init__()
 
     # --- the loop's hook (on the event loop, for every market data input, right after the kernel) ------
 
@@ -158,12 +153,7 @@ class PolicyService:
             obs.mark(seq, msg, self.kernel)
             if self.loaded:
                 self.wanted = (seq, msg.ts_event)
-                if not self.in_flight:
-                    self._wake.set()
-
-    @property
-    def busy(self) -> bool:
-        return self.in_flight or (self.wanted is not None and bool(self.loaded))
+                self._wanted()
 
     # --- start-up, reloads -------------------------------------------------------------------------
 
@@ -233,25 +223,13 @@ class PolicyService:
 
     # --- the task ----------------------------------------------------------------------------------
 
-    async def run(self, publisher: MemoryObjectSendStream[Input]) -> None:
-        with publisher, self._worker:
-            while True:
-                await self._wake.wait()
-                self._wake = anyio.Event()
-                while self.reload_asked or (self.wanted is not None and self.loaded):
-                    self.in_flight = True  # until its events are on the bus: the run waits for them
-                    try:
-                        if self.reload_asked:
-                            self.reload_asked = False
-                            events = await self._load()
-                        else:
-                            events = await self._decide()
-                        for event in events:
-                            await publisher.send(event)
-                    finally:
-                        self.in_flight = False
+    def _pending(self) -> bool:
+        return self.wanted is not None and bool(self.loaded)
 
-    async def _decide(self) -> list[Input]:
+    async def _reload(self) -> list[Input]:
+        return await self._load()
+
+    async def _work(self) -> list[Input]:
         """The policy acts on the newest decision point, its observation made on the loop."""
         assert self.wanted is not None and self.observations is not None and self.env is not None
         (seq, ts_event), self.wanted = self.wanted, None

@@ -182,7 +182,59 @@ class ModelSource(Protocol):
     def status(self) -> dict[str, Any]: ...
 
 
-class ScoringService:
+class SourceTask:
+    """The task of a source of model inputs (the scoring source here, the policy source in policies.py):
+    woken by the loop's hook, it loads again what failed where an operator asked (`_reload`), else does the
+    next piece of work (`_work`: a batch of windows scored, a decision), as long as `_pending()` says there
+    is any, and puts each piece's events on the bus before the next. `in_flight` holds until they are
+    there: the run waits for them before it stops. Every call to a runner goes through `_worker`'s one
+    thread."""
+
+    def __init__(self) -> None:
+        self.in_flight = False
+        self.reload_asked = False
+        self._wake = anyio.Event()
+        self._worker = Worker()
+
+    def _pending(self) -> bool:
+        raise NotImplementedError
+
+    async def _reload(self) -> list[Input]:
+        raise NotImplementedError
+
+    async def _work(self) -> list[Input]:
+        raise NotImplementedError
+
+    @property
+    def busy(self) -> bool:
+        """Whether work is waiting or a piece of it is in flight."""
+        return self.in_flight or self._pending()
+
+    def _wanted(self) -> None:
+        """The loop's hook has work for the task: wake it where it is not busy with a piece already."""
+        if not self.in_flight:
+            self._wake.set()
+
+    async def run(self, publisher: MemoryObjectSendStream[Input]) -> None:
+        with publisher, self._worker:
+            while True:
+                await self._wake.wait()
+                self._wake = anyio.Event()
+                while self.reload_asked or self._pending():
+                    self.in_flight = True
+                    try:
+                        if self.reload_asked:
+                            self.reload_asked = False
+                            events = await self._reload()
+                        else:
+                            events = await self._work()
+                        for event in events:
+                            await publisher.send(event)
+                    finally:
+                        self.in_flight = False
+
+
+class ScoringService(SourceTask):
     """The live scoring source (module docstring). `start` loads the models (the daemon submits what it
     returns before trading starts); `run` is its task; `observe` is the trading loop's hook."""
 
@@ -196,23 +248,14 @@ class ScoringService:
         self.wanted: dict[str, tuple[int, int]] = {}  # symbol -> (seq, ts_event) of its newest window
         self.fingerprint: dict[str, str] = {}
         self.determinism: dict[str, str] = {}
-        self.in_flight = False
-        self.reload_asked = False
-        self._wake = anyio.Event()
-        self._worker = Worker()  # every call to the runner, one at a time
+        super().__init__()
 
     # --- the loop's hook (runs on the event loop, for every market data input) --------------------
 
     def observe(self, seq: int, msg: MarketData) -> None:
         if self.windows.update(seq, msg) and self.loaded:
             self.wanted[msg.symbol] = (seq, msg.ts_event)
-            if not self.in_flight:
-                self._wake.set()
-
-    @property
-    def busy(self) -> bool:
-        """Whether windows are waiting to be scored or a call is in flight."""
-        return self.in_flight or bool(self.wanted and self.loaded)
+            self._wanted()
 
     # --- start-up, reloads -------------------------------------------------------------------------
 
@@ -283,25 +326,13 @@ class ScoringService:
 
     # --- the task ----------------------------------------------------------------------------------
 
-    async def run(self, publisher: MemoryObjectSendStream[Input]) -> None:
-        with publisher, self._worker:
-            while True:
-                await self._wake.wait()
-                self._wake = anyio.Event()
-                while self.reload_asked or (self.wanted and self.loaded):
-                    self.in_flight = True  # until its events are on the bus: the run waits for them
-                    try:
-                        if self.reload_asked:
-                            self.reload_asked = False
-                            events = await self._load(sorted(self.failed, key=self.wanted_models.index))
-                        else:
-                            events = await self._score_next()
-                        for event in events:
-                            await publisher.send(event)
-                    finally:
-                        self.in_flight = False
+    def _pending(self) -> bool:
+        return bool(self.wanted and self.loaded)
 
-    async def _score_next(self) -> list[Input]:
+    async def _reload(self) -> list[Input]:
+        return await self._load(sorted(self.failed, key=self.wanted_models.index))
+
+    async def _work(self) -> list[Input]:
         """Score the wanted windows of up to `batch` symbols with every model that serves. Every model's
         windows are taken first, on the loop: rows that come while a model answers are not in them."""
         symbols = list(self.wanted)[: min(m.batch for m in self.loaded.values())]  # the runner's batch shape
