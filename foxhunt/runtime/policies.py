@@ -29,6 +29,7 @@ the pre-trade gate.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +112,14 @@ class Observations:
     def _notional(self, price: int) -> int:
         """The full position's notional at `price`, money nanos, as the environment's episode takes it."""
         return max(price * self.size // 10**9 * self.multiplier, 1)
+
+
+def unusable(action: float, outputs: np.ndarray) -> str:
+    """What makes a policy's answer no decision ("" if nothing): outputs or an action that are not finite
+    numbers (a policy whose weights went bad, a device's fault)."""
+    if not (math.isfinite(action) and bool(np.isfinite(outputs).all())):
+        return f"its outputs are not finite numbers: action {action}, outputs {outputs.reshape(-1).tolist()}"
+    return ""
 
 
 def acted(policy: LoadedModel, env: EnvConfig, symbol: str, as_of: int, ts_event: int, ts_init: int,
@@ -249,6 +258,8 @@ class PolicyService(SourceTask):
             return [self._fail("error", f"{type(e).__name__}: {e}")]
         self.stats.calls += 1
         self.stats.latencies.append(latency)
+        if why := unusable(action, outputs):  # a policy that answers NaN is failing, as one that raises
+            return [self._fail("error", why)]
         self.observations.decided(figures)
         return [acted(info, self.env, self.observations.symbol, seq, ts_event, self.clock.now(), obs, action,
                       outputs, latency, self.runner.input_digest)]
@@ -360,6 +371,8 @@ class PolicyCheck:
             action, outputs = self.runner.act(obs)
         except ModelError as e:
             raise VerificationFailed(f"{name} cannot be recomputed: {e}") from None
+        if why := unusable(action, outputs):
+            raise VerificationFailed(f"{name} cannot be recomputed: {why}")
         self.observations.decided(figures)
         again = acted(policy, env, act.symbol, act.as_of, act.ts_event, act.ts_init, obs, action, outputs,
                       act.latency_ns, self.runner.input_digest)

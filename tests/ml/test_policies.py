@@ -162,10 +162,11 @@ async def test_a_policy_replaced_in_the_store_fails_verify_at_its_first_decision
 class Misbehaving(TorchPolicyRunner):
     """The torch policy runner, misbehaving after a few decisions as real devices do."""
 
-    def __init__(self, *args, raise_after: int | None = None, stall_after: int | None = None, **kwargs) -> None:
+    def __init__(self, *args, raise_after: int | None = None, stall_after: int | None = None,
+                 nan_after: int | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.calls = 0
-        self.raise_after, self.stall_after = raise_after, stall_after
+        self.raise_after, self.stall_after, self.nan_after = raise_after, stall_after, nan_after
 
     def act(self, observation):
         self.calls += 1
@@ -173,10 +174,13 @@ class Misbehaving(TorchPolicyRunner):
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
         if self.stall_after is not None and self.calls > self.stall_after:
             time.sleep(0.5)
-        return super().act(observation)
+        action, outputs = super().act(observation)
+        if self.nan_after is not None and self.calls > self.nan_after:
+            outputs = np.full_like(outputs, np.nan)  # its weights went bad: argmax still names an action
+        return action, outputs
 
 
-@pytest.mark.parametrize("trouble", ["raises", "missing", "too slow"])
+@pytest.mark.parametrize("trouble", ["raises", "missing", "too slow", "answers NaN"])
 async def test_a_policy_that_cannot_decide_takes_trading_to_reducing_and_loses_nothing(agent_store, trouble):
     store, policy_id = agent_store
     policy = "ppo-000000000000" if trouble == "missing" else policy_id
@@ -184,13 +188,16 @@ async def test_a_policy_that_cannot_decide_takes_trading_to_reducing_and_loses_n
 
     def runner_for(c):
         return Misbehaving(store, "cpu", raise_after=20 if trouble == "raises" else None,
-                           stall_after=20 if trouble == "too slow" else None)
+                           stall_after=20 if trouble == "too slow" else None,
+                           nan_after=20 if trouble == "answers NaN" else None)
 
     journal, summary, recorded = await paper_run(cfg, runner_for, n=300)
     failed = of(ModelFailed, recorded)
     assert len(failed) == 1, "a failed policy is not asked again until an operator resumes"
-    assert failed[0].what == {"raises": "error", "missing": "load", "too slow": "deadline"}[trouble]
+    assert failed[0].what == {"raises": "error", "missing": "load", "too slow": "deadline", "answers NaN": "error"}[trouble]
     assert failed[0].model_id == policy
+    if trouble == "answers NaN":
+        assert "not finite" in failed[0].reason
     changed = of(TradingStateChanged, recorded)
     assert [c.state for c in changed] == [TradingState.REDUCING] and policy in changed[0].cause
     assert summary["trading_state"] == "REDUCING" and summary["stopped"] == "feed ended"
