@@ -5,7 +5,7 @@ the kernel that handled them, and keeps what the report shows: the equity per cu
 over time (read from the kernel after each input, thinned to at most `MAX_SAMPLES`, halving as they grow),
 the fills, round trips (from the kernel's `PositionChanged`), the pre-trade gate's denials with their
 reasons, the trading state's and instruments' changes, the venue's acknowledgement latency (on a wall
-clock run) and the model scores. A recorded journal is read by `collect`: every input through a fresh
+clock run), the model scores and an agent's targets. A recorded journal is read by `collect`: every input through a fresh
 kernel (its state gives the equity), every derived event as recorded. A backtest hands its tracker the
 events as its trading loop journals them (runtime/replay.py).
 
@@ -42,7 +42,7 @@ from foxhunt.messages.orders import (
     OrderPartiallyFilled,
     SubmitOrder,
 )
-from foxhunt.messages.scores import ModelScored, ModelsLoaded
+from foxhunt.messages.scores import ModelScored, ModelsLoaded, PolicyActed
 from foxhunt.messages.system import (
     ClockHeld,
     FeedGap,
@@ -83,6 +83,9 @@ class Run:
     states: list[tuple[int, str, str]] = field(default_factory=list)  # ts, what, detail
     latencies_ms: list[float] = field(default_factory=list)
     scores: list[tuple[int, str, float, int, int]] = field(default_factory=list)  # ts, symbol, score, index, horizon
+    # an agent's targets (PolicyActed): ts, symbol, fraction of trade size, where it changed; and how many decisions
+    targets: list[tuple[int, str, float]] = field(default_factory=list)
+    decisions: int = 0
     # every market data event's mid per symbol, from a run's ModelsLoaded on (a run that scores), to meet the scores
     mids_by_symbol: dict[str, array[float]] = field(default_factory=lambda: defaultdict(lambda: array("d")))
     exposed_ns: int = 0
@@ -167,6 +170,12 @@ class Tracker:
                 middle = len(msg.quantiles) // 2
                 index = len(self.run.mids_by_symbol[msg.symbol]) - 1  # the market data the score is as of
                 self.run.scores.append((ts, msg.symbol, float(msg.outputs[middle]), index, msg.horizons[0]))
+        elif kind is PolicyActed:
+            if inside:
+                self.run.decisions += 1
+                last = next((t for t in reversed(self.run.targets) if t[1] == msg.symbol), None)
+                if last is None or last[2] != msg.fraction:
+                    self.run.targets.append((ts, msg.symbol, msg.fraction))
         elif inside and kind in (ClockHeld, FeedGap, VenueDisconnected, RunStopped):
             detail = getattr(msg, "reason", "") or getattr(msg, "source", "")
             self.run.states.append((ts, kind.__name__, str(detail)))
@@ -513,6 +522,17 @@ def render(runs: Sequence[Run], figures: Sequence[Figures], path: Path, title: s
         plots.append(("scores", "Model scores against outcomes (forecast and realised log return)",
                       layout(fig, 380, xaxis_title="score (median quantile, first horizon)",
                              yaxis_title="realised log return over the horizon")))
+
+    if any(run.targets for run in runs):
+        fig = go.Figure()
+        for run, colour in zip(runs, colours, strict=False):
+            for symbol in sorted({t[1] for t in run.targets}):
+                shown = [t for t in run.targets if t[1] == symbol]
+                fig.add_trace(go.Scatter(
+                    x=_time([t[0] for t in shown] + [run.end]), y=[t[2] for t in shown] + [shown[-1][2]],
+                    name=f"{run.label} {symbol} ({run.decisions} decisions)", line=dict(color=colour, shape="hv")))
+        plots.append(("targets", "The agent's targets (fraction of trade size, as each decision set it)",
+                      layout(fig, 300, yaxis_range=[-1.05, 1.05])))
 
     head = [_header(runs, figures), _metrics_table(runs, figures)]
     tail = [_denial_table(runs), f"<h2>Conventions</h2><div class='note'>{_conventions(figures)}</div>"]

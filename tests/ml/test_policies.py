@@ -30,6 +30,7 @@ from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.daemon import Operations, RunRequest, run_daemon
 from foxhunt.runtime.policies import Observations, PolicyCheck, PolicyService
 from foxhunt.runtime.recovery import build_kernel, trading_config
+from foxhunt.runtime.report import write_report
 from foxhunt.runtime.scoring import ScoreCheck
 from foxhunt.training import agents
 from foxhunt.training.rl.environment import TradingEnv
@@ -99,7 +100,7 @@ async def verify(journal: MemoryJournalStore, store: LocalModelStore) -> dict:
     return await replay.verify(journal, "j", trading, ScoreCheck(lambda: None, 4096, PolicyCheck(runner, 4096)))
 
 
-async def test_a_served_agent_decides_on_every_decision_point_and_verify_recomputes_each(agent_store):
+async def test_a_served_agent_decides_on_every_decision_point_and_verify_recomputes_each(agent_store, tmp_path):
     store, policy_id = agent_store
     cfg = cfg_for(store, policy_id)
     journal, summary, recorded = await paper_run(cfg)
@@ -123,6 +124,10 @@ async def test_a_served_agent_decides_on_every_decision_point_and_verify_recompu
     verified = await verify(journal, store)
     assert verified["decisions"].startswith("identical") and verified["decisions_recomputed"] == len(decisions)
     assert verified["state_digest"] == summary["state_digest"]
+
+    await write_report(journal, ["j"], tmp_path / "report.html")  # the run's report shows the agent's targets
+    page = (tmp_path / "report.html").read_text()
+    assert "The agent&#x27;s targets" in page and f"EURUSD ({len(decisions)} decisions)" in page
 
 
 def test_the_observation_served_is_the_trading_environments_byte_for_byte(agent_store):
