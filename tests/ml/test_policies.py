@@ -294,3 +294,45 @@ async def test_on_other_hardware_verify_says_numerically_equivalent_or_names_the
         await check
     assert f"decision seq {decisions[4]} ({policy_id}" in str(failed.value)
     assert "the decision itself differs" in str(failed.value)
+
+
+async def test_a_policy_reloaded_mid_run_verifies_its_decisions_before_and_after_with_its_state_afresh(agent_store):
+    """A policy fails (it raised once), is loaded again at once (as an operator's resume would), and decides
+    on: the journal holds decisions, a ModelFailed, a second ModelsLoaded and more decisions, and verify
+    recomputes all of them, PPO's state afresh from the reload on as it was live."""
+    store, policy_id = agent_store
+    cfg = cfg_for(store, policy_id)
+    journal = MemoryJournalStore()
+
+    class ResumedAtOnce(PolicyService):
+        def _fail(self, what, reason):
+            failed = super()._fail(what, reason)
+            self.reload_asked = True  # picked up by the task's loop after this piece's events
+            return failed
+
+    class RaisesOnce(TorchPolicyRunner):
+        def __init__(self, *args, at: int, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.calls, self.at = 0, at
+
+        def act(self, observation):
+            self.calls += 1
+            if self.calls == self.at:
+                raise RuntimeError("CUDA error: an illegal memory access was encountered")
+            return super().act(observation)
+
+    def source(trading, clock, kernel):
+        return ResumedAtOnce(RaisesOnce(store, "cpu", at=16), policy_id, cfg.features, cfg.scoring, clock, kernel,
+                             nanos(trading.strategy.agent.trade_size))
+
+    ops = Operations(venue=bootstrap.simulated_venue, notifier=Notifier({}), scoring=source)
+    await run_daemon(journal, cfg, RunRequest("j", quotes(400, seed=11), EventClock(), feed_rate=RATE), FINGERPRINT,
+                     ops)
+    async with aclosing(journal.read("j")) as pages:
+        recorded = [r.message async for page in pages for r in page]
+    kinds = [type(m) for m in recorded if type(m) in (ModelsLoaded, ModelFailed, PolicyActed)]
+    failed_at = kinds.index(ModelFailed)
+    assert kinds[:failed_at] == [ModelsLoaded] + [PolicyActed] * 15
+    assert kinds[failed_at + 1] is ModelsLoaded and kinds[failed_at + 2:].count(PolicyActed) > 10
+    verified = await verify(journal, store)
+    assert verified["decisions"].startswith("identical") and verified["decisions_recomputed"] == kinds.count(PolicyActed)
