@@ -38,7 +38,7 @@ from foxhunt.ports import Clock, JournalStore, JournalWriter, ModelRunner, Model
 from foxhunt.runtime import replay, snapshots
 from foxhunt.runtime.clock import EventClock, WallClock
 from foxhunt.runtime.daemon import Operations, RunRequest, StartupSignals
-from foxhunt.runtime.policies import PolicyCheck, PolicyService
+from foxhunt.runtime.policies import PolicyCheck, PolicyService, Redecide
 from foxhunt.runtime.reconfigure import kernel_config
 from foxhunt.runtime.recovery import Recovery, VenueFactory, snapshot
 from foxhunt.runtime.scoring import ModelSource, Rescore, ScoreCheck, ScoringService
@@ -304,10 +304,15 @@ async def backtest(store: JournalStore, name: str, trading: TradingConfig, resco
                    track: Callable[[Kernel, JournalWriter], JournalWriter] | None = None,
                    progress: Callable[[int], None] | None = None) -> dict[str, object]:
     """`foxhunt replay` without --verify: the journal's outside inputs through the simulated venue, with the
-    journal's model scores, or (`rescore_with`, --rescore) scores computed again by the models the strategy
-    names, from that configuration's model store and on its scoring device."""
-    rescore = None
-    if rescore_with is not None:
+    journal's model scores and agents' decisions, or (`rescore_with`, --rescore) scores computed again by the
+    models the strategy names, or decisions made again by the agent the strategy `agent` follows, from that
+    configuration's model store and on its scoring device."""
+    rescore: replay.Recompute | None = None
+    agent = trading.strategy.agent
+    if rescore_with is not None and trading.strategy.name == "agent" and agent.policy:
+        rescore = Redecide(policy_runner(rescore_with), agent.policy, rescore_with.features, rescore_with.scoring.keep,
+                           nanos(agent.trade_size))
+    elif rescore_with is not None:
         rescore = Rescore(model_runner(rescore_with), trading.strategy.models, rescore_with.scoring.keep,
                           rescore_with.features)
     return await replay.backtest(store, name, trading, simulated_venue, DiscardingJournal(), rescore, track, progress)

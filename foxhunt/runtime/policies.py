@@ -30,6 +30,7 @@ the pre-trade gate.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,7 @@ from foxhunt.runtime.scoring import SourceTask, Stats, machine, timed
 
 if TYPE_CHECKING:
     from foxhunt.core.kernel import Kernel
+    from foxhunt.runtime.loop import TradingLoop
 
 log = structlog.get_logger("foxhunt.policies")
 
@@ -408,3 +410,101 @@ class PolicyCheck:
                                 f" outputs {self.largest:.3g}; every action the same")
         return out
 
+
+
+class Redecide:
+    """`replay --rescore` for the strategy `agent`: a backtest whose decisions are made again, in line, by the
+    stored agent the (possibly `--set`) configuration names (`strategy.agent.policy`): a what-if with another
+    agent, or the backtest of an agent on any journal, through the daemon's own path (the observations of
+    the backtest's kernel, the pre-trade gate, the simulated venue).
+
+    The policy decides at every decision point of each run, right behind its market data input, as if it
+    answered at once (live, a point that comes while it acts is passed over). The journal's own decisions,
+    and its policy source's ModelsLoaded and ModelFailed, give way to this backtest's: a ModelsLoaded after
+    each RunStarted, and a ModelFailed, once, where the policy cannot be loaded or cannot decide.
+    `attach(loop)` takes the trading loop's market data hook; `after()` hands the loop the decision the
+    input it just took set off."""
+
+    def __init__(self, runner: PolicyRunner, policy_id: str, spec: FeatureSpec, keep: int, size: int) -> None:
+        self.runner, self.policy_id, self.spec, self.keep, self.size = runner, policy_id, spec, keep, size
+        self.fingerprint, self.determinism = runner.prepare()
+        self.kernel: Kernel | None = None
+        self.served: tuple[LoadedModel, EnvConfig] | None = None
+        self.observations: Observations | None = None
+        self.due: tuple[int, MarketData] | None = None  # the decision point the loop just took
+        self.policies: set[str] = set()  # the journal's own policies: their decisions give way
+
+    def attach(self, loop: TradingLoop) -> None:
+        self.kernel = loop.kernel
+        loop.on_market = self.observe
+
+    def observe(self, seq: int, msg: MarketData) -> None:
+        obs = self.observations
+        if obs is not None and obs.on_market(seq, msg):
+            assert self.kernel is not None
+            obs.mark(seq, msg, self.kernel)
+            self.due = (seq, msg)
+
+    def on_input(self, seq: int, msg: Input) -> list[Input]:
+        """What the backtest takes in place of the journal's input `msg`, in order."""
+        kind = type(msg)
+        if kind is RunStarted:
+            return [msg, *self._load(msg)]
+        if kind is ModelsLoaded and msg.source == "policy":  # type: ignore[attr-defined]
+            self.policies.update(m.model_id for m in msg.models)  # type: ignore[attr-defined]
+            self.policies.update(msg.failed)  # type: ignore[attr-defined]
+            return []
+        if kind is PolicyActed or (kind is ModelFailed and msg.model_id in self.policies | {self.policy_id}):  # type: ignore[attr-defined]
+            return []
+        return [msg]
+
+    def after(self) -> list[Input]:
+        """The decision at the decision point the loop just took, if it was one: one PolicyActed, or a
+        ModelFailed (then no more decisions in this run)."""
+        if self.due is None:
+            return []
+        (seq, msg), self.due = self.due, None
+        assert self.observations is not None and self.served is not None
+        seen = self.observations.observation(seq)
+        if seen is None:
+            return []
+        obs, figures = seen
+        info, env = self.served
+        started = time.perf_counter_ns()
+        try:
+            action, outputs = self.runner.act(obs)
+            why = unusable(action, outputs)
+        except ModelError as e:
+            why = str(e)
+        if why:
+            self.observations = None
+            return [ModelFailed(ts_event=msg.ts_event, ts_init=msg.ts_init, model_id=self.policy_id,
+                                symbol=msg.symbol, what="error", reason=why)]
+        self.observations.decided(figures)
+        return [acted(info, env, msg.symbol, seq, msg.ts_event, msg.ts_init, obs, action, outputs,
+                      time.perf_counter_ns() - started, self.runner.input_digest)]
+
+    def _load(self, started: RunStarted) -> list[Input]:
+        """The policy afresh for a run (its state, its observations from the run's first input)."""
+        self.observations, self.due, failure = None, None, ""
+        try:
+            self.served = self.runner.load(self.policy_id, self.spec.digest())
+        except ModelError as e:
+            self.served, failure = None, str(e)
+        ts = started.ts_event
+        if self.served is not None:
+            info, env = self.served
+            inst = self.kernel.instruments.get(info.symbol) if self.kernel is not None else None
+            if inst is None:
+                failure = f"it trades {info.symbol}, which is not a configured instrument"
+            else:
+                self.observations = Observations(self.spec, info.symbol, env, self.size, inst.multiplier, self.keep)
+        loaded = ModelsLoaded(ts_event=ts, ts_init=started.ts_init, device=self.runner.device,
+                              fingerprint=self.fingerprint, determinism=self.determinism,
+                              feature_spec=msgspec.json.encode(self.spec),
+                              models=[self.served[0]] if self.observations is not None and self.served else [],
+                              failed=[self.policy_id] if failure else [], source="policy")
+        if not failure:
+            return [loaded]
+        return [loaded, ModelFailed(ts_event=ts, ts_init=started.ts_init, model_id=self.policy_id, what="load",
+                                    reason=failure)]

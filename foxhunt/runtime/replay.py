@@ -15,6 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import aclosing
+from typing import Protocol
 
 import msgspec
 
@@ -22,6 +23,7 @@ from foxhunt.config import TradingConfig
 from foxhunt.core.kernel import BEHAVIOUR, Kernel
 from foxhunt.errors import VerificationFailed
 from foxhunt.messages import codec
+from foxhunt.messages.base import Input
 from foxhunt.messages.scores import ModelScored
 from foxhunt.messages.system import RunStarted, VenueConnected, VenueDisconnected, VenueMessageRejected
 from foxhunt.ports import JournalStore, JournalWriter, Record, Snapshot
@@ -29,7 +31,7 @@ from foxhunt.runtime import snapshots
 from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.loop import TradingLoop
 from foxhunt.runtime.recovery import VenueFactory, build_kernel, refuse_if_ingested
-from foxhunt.runtime.scoring import Rescore, ScoreCheck
+from foxhunt.runtime.scoring import ScoreCheck
 from foxhunt.runtime.summary import summarize
 
 # what the recorded venue said, which a backtest's simulated venue says for itself
@@ -159,14 +161,28 @@ async def verify(store: JournalStore, name: str, trading: TradingConfig,
     )
 
 
+class Recompute(Protocol):
+    """A backtest's models, answering in line instead of the journal's recorded inputs: the forecasters'
+    scores (runtime/scoring.py, Rescore) or an agent's decisions (runtime/policies.py, Redecide).
+    `on_input` gives what the backtest takes in place of a recorded input; `after` what the input the loop
+    just took set off (an agent's decision at a decision point); `attach` hands it the loop, before the
+    first input."""
+
+    def attach(self, loop: TradingLoop) -> None: ...
+
+    def on_input(self, seq: int, msg: Input) -> list[Input]: ...
+
+    def after(self) -> list[Input]: ...
+
+
 async def backtest(
     store: JournalStore, name: str, trading: TradingConfig, venue_for: VenueFactory, journal: JournalWriter,
-    rescore: Rescore | None = None, track: Callable[[Kernel, JournalWriter], JournalWriter] | None = None,
+    rescore: Recompute | None = None, track: Callable[[Kernel, JournalWriter], JournalWriter] | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, object]:
     """Through `venue_for`'s venue (the simulated one), appending what it derives to `journal` (one that
-    keeps nothing: a backtest is not a journal's run). The journal's model scores are taken as recorded,
-    or with `rescore` computed again by the configured models (runtime/scoring.py, Rescore). `track` wraps
+    keeps nothing: a backtest is not a journal's run). The journal's model scores and agents' decisions are
+    taken as recorded, or with `rescore` computed again (Recompute). `track` wraps
     the journal to watch what the run journals (a report's tracker, runtime/report.py); `progress` hears
     how many of the journal's events were read."""
     kernel = build_kernel(trading)
@@ -175,6 +191,8 @@ async def backtest(
     clock = EventClock()
     venue = venue_for(kernel, trading, clock)
     loop = TradingLoop(kernel, venue, journal)
+    if rescore is not None:
+        rescore.attach(loop)
     started = time.perf_counter()
     events = 0
     async with aclosing(store.read(name, decode_derived=False)) as pages:
@@ -191,6 +209,8 @@ async def backtest(
                     rest = loop.take_nowait(taken)
                     if rest is not None:
                         await rest
+                    for answer in rescore.after() if rescore is not None else ():
+                        await loop.submit(answer)
                 if type(msg) is RunStarted:
                     for connected in venue.connect():
                         await loop.submit(connected)

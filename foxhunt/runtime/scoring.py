@@ -611,6 +611,12 @@ class Rescore:
         self.serving: list[LoadedModel] = []
         self.every: bool | None = None  # this run: scored at every window (True), where it scored (False)
 
+    def attach(self, loop: object) -> None:
+        pass  # scores are made of the market data alone: no hook on the loop
+
+    def after(self) -> list[Input]:
+        return []  # a score comes in place of the recorded one, or right behind its market data (on_input)
+
     def on_input(self, seq: int, msg: Input) -> list[Input]:
         """What the backtest takes in place of the journal's input `msg`, in order."""
         kind, rec = type(msg), self.recomputer

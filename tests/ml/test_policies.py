@@ -336,3 +336,30 @@ async def test_a_policy_reloaded_mid_run_verifies_its_decisions_before_and_after
     assert kinds[failed_at + 1] is ModelsLoaded and kinds[failed_at + 2:].count(PolicyActed) > 10
     verified = await verify(journal, store)
     assert verified["decisions"].startswith("identical") and verified["decisions_recomputed"] == kinds.count(PolicyActed)
+
+
+async def test_rescore_backtests_an_agent_deciding_in_line_on_any_journal_the_same_way_every_time(agent_store):
+    """`replay --rescore` with the strategy `agent`: the served run's journal backtested with its decisions
+    made again at every decision point (the same policy: the journal's decisions give way, the trading is
+    the same kind), and a journal of ema_cross (no agent in it) backtested as the agent would have traded
+    it, twice alike; the recorded decisions alone (no --rescore) on that journal trade nothing."""
+    store, policy_id = agent_store
+    cfg = cfg_for(store, policy_id)
+    served, summary, recorded = await paper_run(cfg)
+    trading = await trading_config(served, "j", None, None)
+    again = await bootstrap.backtest(served, "j", trading, cfg)
+    assert again["trading_state"] == "ACTIVE" and again["positions"] == summary["positions"]
+
+    plain = MemoryJournalStore()
+    ops = Operations(venue=bootstrap.simulated_venue, notifier=Notifier({}))
+    await run_daemon(plain, config.load(None, env={}), RunRequest("j", quotes(FEED, seed=11), EventClock()),
+                     FINGERPRINT, ops)
+    as_agent = await trading_config(plain, "j", ["strategy.name=agent", f"strategy.agent.policy={policy_id}"], None)
+    first = await bootstrap.backtest(plain, "j", as_agent, cfg)
+    second = await bootstrap.backtest(plain, "j", as_agent, cfg)
+    assert first["orders"] > 0 and first["state_digest"] == second["state_digest"]
+    assert (await bootstrap.backtest(plain, "j", as_agent))["orders"] == 0  # its own decisions: none
+
+    missing = await trading_config(plain, "j", ["strategy.name=agent", "strategy.agent.policy=ppo-000000000000"], None)
+    failed = await bootstrap.backtest(plain, "j", missing, cfg)
+    assert failed["orders"] == 0 and failed["trading_state"] == "REDUCING"  # a ModelFailed, once, as live
