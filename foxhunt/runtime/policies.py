@@ -124,6 +124,15 @@ def unusable(action: float, outputs: np.ndarray) -> str:
     return ""
 
 
+def policy_loaded(runner: PolicyRunner, fingerprint: dict[str, str], determinism: dict[str, str], spec: FeatureSpec,
+                  policy_id: str, served: LoadedModel | None, ts_event: int, ts_init: int) -> ModelsLoaded:
+    """The policy source's ModelsLoaded: the policy it serves, or (None) the one it could not load."""
+    return ModelsLoaded(ts_event=ts_event, ts_init=ts_init, device=runner.device, fingerprint=fingerprint,
+                        determinism=determinism, feature_spec=msgspec.json.encode(spec),
+                        models=[served] if served is not None else [], failed=[] if served is not None else [policy_id],
+                        source="policy")
+
+
 def acted(policy: LoadedModel, env: EnvConfig, symbol: str, as_of: int, ts_event: int, ts_init: int,
           observation: np.ndarray, action: float, outputs: np.ndarray, latency_ns: int,
           digest: Callable[[np.ndarray], str]) -> PolicyActed:
@@ -212,11 +221,8 @@ class PolicyService(SourceTask):
 
     def _loaded(self, info: LoadedModel | None, failure: tuple[str, str] | None) -> list[Input]:
         now = self.clock.now()
-        events: list[Input] = [ModelsLoaded(
-            ts_event=now, ts_init=now, device=self.runner.device, fingerprint=self.fingerprint,
-            determinism=self.determinism, feature_spec=msgspec.json.encode(self.spec),
-            models=[info] if info is not None else [], failed=[self.policy_id] if failure is not None else [],
-            source="policy")]
+        events: list[Input] = [policy_loaded(self.runner, self.fingerprint, self.determinism, self.spec, self.policy_id,
+                                             info if failure is None else None, now, now)]
         if failure is not None:
             what, reason = failure
             self._failed(what, reason)
@@ -499,11 +505,9 @@ class Redecide:
                 failure = f"it trades {info.symbol}, which is not a configured instrument"
             else:
                 self.observations = Observations(self.spec, info.symbol, env, self.size, inst.multiplier, self.keep)
-        loaded = ModelsLoaded(ts_event=ts, ts_init=started.ts_init, device=self.runner.device,
-                              fingerprint=self.fingerprint, determinism=self.determinism,
-                              feature_spec=msgspec.json.encode(self.spec),
-                              models=[self.served[0]] if self.observations is not None and self.served else [],
-                              failed=[self.policy_id] if failure else [], source="policy")
+        served = self.served[0] if self.served is not None and not failure else None
+        loaded = policy_loaded(self.runner, self.fingerprint, self.determinism, self.spec, self.policy_id, served, ts,
+                               started.ts_init)
         if not failure:
             return [loaded]
         return [loaded, ModelFailed(ts_event=ts, ts_init=started.ts_init, model_id=self.policy_id, what="load",
