@@ -336,12 +336,15 @@ class BacktestTrainable:
     over the journals (each in its own currency), orders, fills, denials, the largest drawdown, the
     report's Sharpe, Sortino and maximum drawdown of the first journal's run (runtime/performance.py), and
     each journal's PnL and state digest (`pnl.NAME`, `state_digest.NAME`), which equal those of `foxhunt
-    replay NAME --set ...`."""
+    replay NAME --set ...` (with `rescore`, of `foxhunt replay NAME --rescore --set ...`: the scores or an
+    agent's decisions made again by the models the point's configuration names, so that a sweep can put
+    models or agents side by side)."""
 
     cfg: Config
     dsn: str
     journals: tuple[str, ...]
     sets: tuple[str, ...] = ()
+    rescore: bool = False
 
     def __call__(self, overrides: tuple[str, ...], seed: int, report: Callable[..., None], workdir: Path
                  ) -> dict[str, object]:
@@ -362,7 +365,8 @@ class BacktestTrainable:
                 trackers.append(reports.Tracker(kernel, name))
                 return reports.TrackingJournal(journal, trackers[-1])
 
-            summary = await backtest(store, name, trading, track=track if i == 0 else None)
+            summary = await backtest(store, name, trading, self.cfg if self.rescore else None,
+                                     track=track if i == 0 else None)
             pnl = sum(float(v) for v in summary["pnl"].values())  # type: ignore[union-attr]
             metrics["pnl"] = float(metrics["pnl"]) + pnl  # type: ignore[arg-type]
             for key in ("orders", "fills", "denied"):

@@ -93,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument("--samples", type=_positive_int, default=16, metavar="N", help="random draws (default 16)")
     swp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
                      help="an override every point has")
+    swp.add_argument("--rescore", action="store_true", help="each point's backtest with the scores or an agent's"
+                     " decisions made again by the models it names (replay --rescore), e.g. --grid"
+                     " strategy.agent.policy=ID1,ID2")
     swp.add_argument("--seed", type=int, default=1, metavar="N", help="draws the random points (default 1)")
     swp.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1, metavar="N",
                      help="points at a time (default: this machine's CPUs)")
@@ -415,7 +418,7 @@ def cmd_sweep(args: argparse.Namespace, cfg: config.Config) -> int:
                 await trading_config(store, journal, [*args.sets, *point], None)
 
     _run_async(check)
-    trainable = bootstrap.BacktestTrainable(cfg, dsn, tuple(args.journals), tuple(args.sets))
+    trainable = bootstrap.BacktestTrainable(cfg, dsn, tuple(args.journals), tuple(args.sets), args.rescore)
     outcomes = sweep.run(trainable, points, args.seed, bootstrap.state_dir(cfg) / "sweeps", name, args.workers,
                          args.address, args.resume)
     metric, mode = (args.metric[1:], "min") if args.metric.startswith("-") else (args.metric, "max")

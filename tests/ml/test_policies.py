@@ -363,3 +363,31 @@ async def test_rescore_backtests_an_agent_deciding_in_line_on_any_journal_the_sa
     missing = await trading_config(plain, "j", ["strategy.name=agent", "strategy.agent.policy=ppo-000000000000"], None)
     failed = await bootstrap.backtest(plain, "j", missing, cfg)
     assert failed["orders"] == 0 and failed["trading_state"] == "REDUCING"  # a ModelFailed, once, as live
+
+
+@pytest.mark.postgres
+def test_a_sweep_s_point_with_rescore_backtests_the_agent_it_names(agent_store, pg_dsn, journal_name, tmp_path):
+    """bootstrap.BacktestTrainable with `rescore` (`foxhunt sweep --rescore`): a point naming an agent
+    backtests that agent deciding in line on a PostgreSQL journal of ema_cross, as `replay --rescore` does;
+    without it the journal's own decisions (none) are taken."""
+    import anyio
+
+    from foxhunt.adapters.journal.postgres import PostgresJournalStore
+
+    store, policy_id = agent_store
+    cfg = cfg_for(store, "")
+    ops = Operations(venue=bootstrap.simulated_venue, notifier=Notifier({}))
+    anyio.run(run_daemon, PostgresJournalStore(pg_dsn), config.load(None, env={}),
+              RunRequest(journal_name, quotes(FEED, seed=11), EventClock()), FINGERPRINT, ops)
+    point = (f"strategy.agent.policy={policy_id}",)
+    sets = ("strategy.name=agent",)
+    rescored = bootstrap.BacktestTrainable(cfg, pg_dsn, (journal_name,), sets, rescore=True)(point, 1, print, tmp_path)
+    recorded = bootstrap.BacktestTrainable(cfg, pg_dsn, (journal_name,), sets)(point, 1, print, tmp_path)
+    assert rescored["orders"] > 0 and recorded["orders"] == 0
+
+    async def replayed() -> dict:
+        pg = PostgresJournalStore(pg_dsn)
+        return await bootstrap.backtest(pg, journal_name, await trading_config(pg, journal_name, [*sets, *point], None),
+                                        cfg)
+
+    assert rescored[f"state_digest.{journal_name}"] == anyio.run(replayed)["state_digest"]
