@@ -345,7 +345,7 @@ async def test_rescore_backtests_an_agent_deciding_in_line_on_any_journal_the_sa
     it, twice alike; the recorded decisions alone (no --rescore) on that journal trade nothing."""
     store, policy_id = agent_store
     cfg = cfg_for(store, policy_id)
-    served, summary, recorded = await paper_run(cfg)
+    served, summary, _ = await paper_run(cfg)
     trading = await trading_config(served, "j", None, None)
     again = await bootstrap.backtest(served, "j", trading, cfg)
     assert again["trading_state"] == "ACTIVE" and again["positions"] == summary["positions"]
