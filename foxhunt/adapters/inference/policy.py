@@ -1,9 +1,10 @@
 """The torch policy runner (ports.PolicyRunner): a trading agent from the store, acting greedily as
 evaluation plays it (models/greedy.py), one observation at a time. On the CPU it runs eagerly. On CUDA,
 with `graph` (the default), after `make_deterministic` and a warm-up, its forward is captured once as a
-CUDA graph on a stream of its own, with a pinned host buffer and static device buffers for the observation
-and the outputs, and PPO's recurrent state kept in its own static buffer, updated in place inside the
-graph; a call copies in, replays, copies out and waits for that stream only. The same kernels as the eager
+CUDA graph on a stream of its own, with pinned host buffers and static device buffers for the observation
+and the outputs, the copies in and out captured with it, and PPO's recurrent state kept in its own static
+buffer, updated in place inside the graph; a call writes the pinned observation, replays the graph (one
+launch) and waits for that stream only. The same kernels as the eager
 forward, so the same bits (tests/ml/test_gpu.py); the action is chosen from the outputs on the host in
 both.
 """
@@ -38,14 +39,16 @@ class GraphedPolicy:
         self.static_in = torch.zeros((1, width), dtype=torch.float32, device=device)
         with torch.no_grad(), torch.cuda.stream(self.stream):
             for _ in range(3):  # lazy initialisations and workspaces, before the capture
-                policy.forward(self.static_in)
+                out = policy.forward(self.static_in)
             policy.begin()  # the warm-up's steps are no part of the policy's history
+            self.host_out = torch.zeros(tuple(out.shape), dtype=torch.float32, pin_memory=True)
             self.stream.synchronize()
             self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph, stream=self.stream):
+            with torch.cuda.graph(self.graph, stream=self.stream):  # the pinned buffers live as long as the graph
+                self.static_in.copy_(self.host_in, non_blocking=True)
                 self.static_out = policy.forward(self.static_in)
+                self.host_out.copy_(self.static_out, non_blocking=True)
         self.stream.synchronize()
-        self.host_out = torch.zeros(tuple(self.static_out.shape), dtype=torch.float32, pin_memory=True)
         self.outputs = np.zeros(0, np.float32)
 
     def begin(self) -> None:
@@ -55,9 +58,7 @@ class GraphedPolicy:
     def act(self, obs: np.ndarray) -> Any:
         self.in_view[0] = obs
         with torch.cuda.stream(self.stream):
-            self.static_in.copy_(self.host_in, non_blocking=True)
             self.graph.replay()
-            self.host_out.copy_(self.static_out, non_blocking=True)
         self.stream.synchronize()
         self.outputs = self.host_out.numpy().reshape(-1).copy()
         return choose(self.outputs, self.policy.continuous)

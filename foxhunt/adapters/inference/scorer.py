@@ -5,8 +5,9 @@
   forecast never depends on how many rows came with it, nor on what they held (each row's arithmetic is
   its own; tests/ml/test_scorer.py checks it bit for bit).
 - On CUDA, after `make_deterministic` and a warm-up, the forward pass is captured once as a CUDA graph on
-  a stream of its own, with static device buffers and pinned host buffers for the copies; a call copies
-  in, replays the graph, copies out and waits for that stream only. A graph removes launch overhead; it
+  a stream of its own, with static device buffers and pinned host buffers, the copies in and out captured
+  with it: a call writes the pinned input, replays the graph (one launch: copy in, forward, copy out) and
+  waits for that stream only. A graph removes launch overhead; it
   does not make anything deterministic (the deterministic kernels do), and replaying it computes what the
   same kernels compute eagerly (checked on the H200).
 - On the CPU the model runs eagerly, at the same fixed batch.
@@ -57,8 +58,10 @@ class Scorer:
                 self.forward(self.static_in)
             self.stream.synchronize()
             self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph, stream=self.stream):
+            with torch.cuda.graph(self.graph, stream=self.stream):  # the pinned buffers live as long as the graph
+                self.static_in.copy_(self.host_in, non_blocking=True)
                 self.static_out = self.forward(self.static_in)
+                self.host_out.copy_(self.static_out, non_blocking=True)
         self.stream.synchronize()
 
     def score(self, windows: np.ndarray) -> np.ndarray:
@@ -74,13 +77,13 @@ class Scorer:
             with torch.no_grad():
                 return self.forward(self.host_in)[:n].numpy().copy()
         with torch.cuda.stream(self.stream):
-            self.static_in.copy_(self.host_in, non_blocking=True)
             if self.graph is not None:
-                self.graph.replay()
+                self.graph.replay()  # the copies in and out are in it
             else:
+                self.static_in.copy_(self.host_in, non_blocking=True)
                 with torch.no_grad():
                     self.static_out.copy_(self.forward(self.static_in))
-            self.host_out.copy_(self.static_out, non_blocking=True)
+                self.host_out.copy_(self.static_out, non_blocking=True)
         self.stream.synchronize()
         return self.host_out.numpy()[:n].copy()
 
