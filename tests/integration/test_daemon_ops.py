@@ -25,7 +25,7 @@ from foxhunt.adapters.models.store import LocalModelStore
 from foxhunt.admin.client import Connection
 from foxhunt.messages import codec
 from tests.integration.test_crash import recovered
-from tests.stored import files
+from tests.stored import agent_files, files
 
 pytestmark = pytest.mark.postgres
 
@@ -319,3 +319,63 @@ def test_a_model_missing_at_start_reduces_trading_and_a_resume_loads_it_once_it_
                               timeout=300)
     assert verified.returncode == 0, verified.stderr
     assert json.loads(verified.stdout)["scores"].startswith("identical")
+
+
+AGENT = """
+[strategy]
+name = "agent"
+[strategy.agent]
+policy = "{policy}"
+[models]
+store = "{store}"
+[scoring]
+device = "cpu"
+"""
+
+
+def test_a_served_agent_decides_under_the_daemon_shows_in_models_and_its_journal_verifies(
+        cli_env, pg_dsn, journal_name, place):
+    """The daemon as systemd runs it, serving a stored agent: `models` on the admin socket shows the policy
+    serving with its latency; a halt stops its orders, not its decisions; after SIGTERM the journal's
+    decisions verify, every one recomputed."""
+    notes = Notifications(place / "notify")
+    policy_id, stored = agent_files("ppo")
+    LocalModelStore(place / "models").put(policy_id, stored)
+    write_config(place, collar=500)
+    with (place / "foxhunt.toml").open("a") as f:
+        f.write(AGENT.format(policy=policy_id, store=place / "models"))
+    daemon, log = start(cli_env, place, journal_name, 6)
+    try:
+        ready = notes.wait_for("READY=1", 120, daemon, log)
+        assert "STATUS=ACTIVE" in ready
+        deadline = time.monotonic() + 30
+        while admin(place, "models")["models"][policy_id]["calls"] < 20:
+            assert time.monotonic() < deadline, admin(place, "models")
+            time.sleep(0.2)
+        models = admin(place, "models")["models"][policy_id]
+        assert models["kind"] == "policy" and models["state"] == "serving" and models["symbol"] == "EURUSD"
+        assert models["latency_us"]["p50"] > 0 and models["parameter_sha256"]
+        halted = admin(place, "halt", "--reason", "agent under review")
+        assert halted["trading_state"] == "HALTED"
+        calls = admin(place, "models")["models"][policy_id]["calls"]
+        deadline = time.monotonic() + 30
+        while admin(place, "models")["models"][policy_id]["calls"] < calls + 20:  # it still decides
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(60) == 0, log.read_text()[-3000:]
+    finally:
+        notes.sock.close()
+        if daemon.poll() is None:
+            daemon.kill()
+    messages = journal_messages(pg_dsn, journal_name)
+    kinds = [type(m).__name__ for m in messages]
+    halt = kinds.index("AdminCommand")
+    assert kinds.count("ModelsLoaded") == 1 and kinds.count("PolicyActed") >= 40
+    assert kinds[halt:].count("PolicyActed") >= 20 and "SubmitOrder" not in kinds[halt:]
+    verified = subprocess.run([sys.executable, "-m", "foxhunt", "replay", journal_name, "--verify", "--json",
+                               "--config", str(place / "foxhunt.toml")], env=cli_env, capture_output=True, text=True,
+                              timeout=300)
+    assert verified.returncode == 0, verified.stderr
+    result = json.loads(verified.stdout)
+    assert result["decisions"].startswith("identical") and result["decisions_recomputed"] == kinds.count("PolicyActed")
