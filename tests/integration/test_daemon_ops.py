@@ -16,6 +16,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -270,11 +272,46 @@ name = "ensemble"
 models = ["{model}"]
 entry_bps = 0.0
 full_bps = 0.5
-[models]
-store = "{store}"
-[scoring]
-device = "cpu"
 """
+
+
+def with_models(place: Path, strategy: str) -> None:
+    """The configuration's strategy section, and its models from the store in `place`, served on the CPU."""
+    with (place / "foxhunt.toml").open("a") as f:
+        f.write(f'{strategy}\n[models]\nstore = "{place / "models"}"\n[scoring]\ndevice = "cpu"\n')
+
+
+def until_calls(place: Path, model_id: str, calls: int) -> dict:
+    """The model's line of `models` once it has answered `calls` times (at most 30 s)."""
+    deadline = time.monotonic() + 30
+    while (models := admin(place, "models")["models"][model_id])["calls"] < calls:
+        assert time.monotonic() < deadline, models
+        time.sleep(0.2)
+    return models
+
+
+@contextmanager
+def stopped_at_the_end(cli_env, place: Path, journal: str, n: int) -> Iterator[tuple[subprocess.Popen, Notifications, Path]]:
+    """The daemon on `journal`, stopped by SIGTERM once the block is done (it must exit 0), killed if the
+    block failed."""
+    notes = Notifications(place / "notify")
+    daemon, log = start(cli_env, place, journal, n)
+    try:
+        yield daemon, notes, log
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(60) == 0, log.read_text()[-3000:]
+    finally:
+        notes.sock.close()
+        if daemon.poll() is None:
+            daemon.kill()
+
+
+def verified(cli_env, place: Path, journal: str) -> dict:
+    """`foxhunt replay JOURNAL --verify` with the daemon's configuration, its summary."""
+    done = subprocess.run([sys.executable, "-m", "foxhunt", "replay", journal, "--verify", "--json", "--config",
+                           str(place / "foxhunt.toml")], env=cli_env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def test_a_model_missing_at_start_reduces_trading_and_a_resume_loads_it_once_it_is_in_the_store(
@@ -282,13 +319,10 @@ def test_a_model_missing_at_start_reduces_trading_and_a_resume_loads_it_once_it_
     """The daemon starts without its model: no crash, trading REDUCING, the operator told (status, models,
     STATUS=); the model put in the store, an operator's resume loads it, and it scores; the journal holds
     the failure, the resume and both loads, and verifies with every score recomputed."""
-    notes = Notifications(place / "notify")
     model_id, stored = files()
     write_config(place, collar=500)
-    with (place / "foxhunt.toml").open("a") as f:
-        f.write(SCORING.format(model=model_id, store=place / "models"))
-    daemon, log = start(cli_env, place, journal_name, 5)
-    try:
+    with_models(place, SCORING.format(model=model_id))
+    with stopped_at_the_end(cli_env, place, journal_name, 5) as (daemon, notes, log):
         ready = notes.wait_for("READY=1", 120, daemon, log)
         assert "STATUS=REDUCING" in ready and "models_failed=1" in ready
         status = admin(place, "status")
@@ -297,28 +331,14 @@ def test_a_model_missing_at_start_reduces_trading_and_a_resume_loads_it_once_it_
         assert models["state"] == "failed" and "no model" in models["reason"] and models["failures"] == 1
         LocalModelStore(place / "models").put(model_id, stored)
         assert admin(place, "resume", "--reason", "model restored")["trading_state"] == "ACTIVE"
-        deadline = time.monotonic() + 30
-        while admin(place, "models")["models"][model_id]["calls"] < 20:
-            assert time.monotonic() < deadline, admin(place, "models")
-            time.sleep(0.2)
-        serving = admin(place, "models")["models"][model_id]
+        serving = until_calls(place, model_id, 20)
         assert serving["state"] == "serving" and serving["latency_us"]["p50"] > 0
         assert admin(place, "status")["models_failed"] == []
-        daemon.send_signal(signal.SIGTERM)
-        assert daemon.wait(60) == 0, log.read_text()[-3000:]
-    finally:
-        notes.sock.close()
-        if daemon.poll() is None:
-            daemon.kill()
     kinds = [type(m).__name__ for m in journal_messages(pg_dsn, journal_name)]
     assert kinds.count("ModelsLoaded") == 2 and kinds.count("ModelFailed") == 1
     assert kinds.index("ModelFailed") < kinds.index("AdminCommand") < len(kinds) - 1 - kinds[::-1].index("ModelsLoaded")
     assert kinds.count("ModelScored") >= 20
-    verified = subprocess.run([sys.executable, "-m", "foxhunt", "replay", journal_name, "--verify", "--json",
-                               "--config", str(place / "foxhunt.toml")], env=cli_env, capture_output=True, text=True,
-                              timeout=300)
-    assert verified.returncode == 0, verified.stderr
-    assert json.loads(verified.stdout)["scores"].startswith("identical")
+    assert verified(cli_env, place, journal_name)["scores"].startswith("identical")
 
 
 AGENT = """
@@ -326,10 +346,6 @@ AGENT = """
 name = "agent"
 [strategy.agent]
 policy = "{policy}"
-[models]
-store = "{store}"
-[scoring]
-device = "cpu"
 """
 
 
@@ -338,44 +354,23 @@ def test_a_served_agent_decides_under_the_daemon_shows_in_models_and_its_journal
     """The daemon as systemd runs it, serving a stored agent: `models` on the admin socket shows the policy
     serving with its latency; a halt stops its orders, not its decisions; after SIGTERM the journal's
     decisions verify, every one recomputed."""
-    notes = Notifications(place / "notify")
     policy_id, stored = agent_files("ppo")
     LocalModelStore(place / "models").put(policy_id, stored)
     write_config(place, collar=500)
-    with (place / "foxhunt.toml").open("a") as f:
-        f.write(AGENT.format(policy=policy_id, store=place / "models"))
-    daemon, log = start(cli_env, place, journal_name, 6)
-    try:
+    with_models(place, AGENT.format(policy=policy_id))
+    with stopped_at_the_end(cli_env, place, journal_name, 6) as (daemon, notes, log):
         ready = notes.wait_for("READY=1", 120, daemon, log)
         assert "STATUS=ACTIVE" in ready
-        deadline = time.monotonic() + 30
-        while admin(place, "models")["models"][policy_id]["calls"] < 20:
-            assert time.monotonic() < deadline, admin(place, "models")
-            time.sleep(0.2)
-        models = admin(place, "models")["models"][policy_id]
+        models = until_calls(place, policy_id, 20)
         assert models["kind"] == "policy" and models["state"] == "serving" and models["symbol"] == "EURUSD"
         assert models["latency_us"]["p50"] > 0 and models["parameter_sha256"]
         halted = admin(place, "halt", "--reason", "agent under review")
         assert halted["trading_state"] == "HALTED"
-        calls = admin(place, "models")["models"][policy_id]["calls"]
-        deadline = time.monotonic() + 30
-        while admin(place, "models")["models"][policy_id]["calls"] < calls + 20:  # it still decides
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
-        daemon.send_signal(signal.SIGTERM)
-        assert daemon.wait(60) == 0, log.read_text()[-3000:]
-    finally:
-        notes.sock.close()
-        if daemon.poll() is None:
-            daemon.kill()
+        until_calls(place, policy_id, admin(place, "models")["models"][policy_id]["calls"] + 20)  # it still decides
     messages = journal_messages(pg_dsn, journal_name)
     kinds = [type(m).__name__ for m in messages]
     halt = kinds.index("AdminCommand")
     assert kinds.count("ModelsLoaded") == 1 and kinds.count("PolicyActed") >= 40
     assert kinds[halt:].count("PolicyActed") >= 20 and "SubmitOrder" not in kinds[halt:]
-    verified = subprocess.run([sys.executable, "-m", "foxhunt", "replay", journal_name, "--verify", "--json",
-                               "--config", str(place / "foxhunt.toml")], env=cli_env, capture_output=True, text=True,
-                              timeout=300)
-    assert verified.returncode == 0, verified.stderr
-    result = json.loads(verified.stdout)
+    result = verified(cli_env, place, journal_name)
     assert result["decisions"].startswith("identical") and result["decisions_recomputed"] == kinds.count("PolicyActed")

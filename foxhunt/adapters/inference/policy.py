@@ -1,10 +1,8 @@
 """The torch policy runner (ports.PolicyRunner): a trading agent from the store, acting greedily as
 evaluation plays it (models/greedy.py), one observation at a time. On the CPU it runs eagerly. On CUDA,
-with `graph` (the default), after `make_deterministic` and a warm-up, its forward is captured once as a
-CUDA graph on a stream of its own, with pinned host buffers and static device buffers for the observation
-and the outputs, the copies in and out captured with it, and PPO's recurrent state kept in its own static
-buffer, updated in place inside the graph; a call writes the pinned observation, replays the graph (one
-launch) and waits for that stream only. The same kernels as the eager
+with `graph` (the default), after `make_deterministic`, its forward is captured once as a CUDA graph with
+its copies in and out (graphs.py), PPO's recurrent state in its own static buffer, updated in place inside
+the graph; a call writes the pinned observation and replays it, one launch. The same kernels as the eager
 forward, so the same bits (tests/ml/test_gpu.py); the action is chosen from the outputs on the host in
 both.
 """
@@ -18,6 +16,7 @@ import msgspec
 import numpy as np
 import torch
 
+from foxhunt.adapters.inference.graphs import Captured
 from foxhunt.adapters.inference.runner import resolve_device
 from foxhunt.adapters.models.opening import open_agent
 from foxhunt.errors import ModelError
@@ -33,34 +32,17 @@ class GraphedPolicy:
 
     def __init__(self, policy: Acting, width: int, device: torch.device) -> None:
         self.policy = policy
-        self.stream = torch.cuda.Stream(device)
-        self.host_in = torch.zeros((1, width), dtype=torch.float32, pin_memory=True)
-        self.in_view = self.host_in.numpy()
-        self.static_in = torch.zeros((1, width), dtype=torch.float32, device=device)
-        with torch.no_grad(), torch.cuda.stream(self.stream):
-            for _ in range(3):  # lazy initialisations and workspaces, before the capture
-                out = policy.forward(self.static_in)
-            policy.begin()  # the warm-up's steps are no part of the policy's history
-            self.host_out = torch.zeros(tuple(out.shape), dtype=torch.float32, pin_memory=True)
-            self.stream.synchronize()
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph, stream=self.stream):  # the pinned buffers live as long as the graph
-                self.static_in.copy_(self.host_in, non_blocking=True)
-                self.static_out = policy.forward(self.static_in)
-                self.host_out.copy_(self.static_out, non_blocking=True)
-        self.stream.synchronize()
+        # the warm-up's steps are no part of the policy's history: its state afresh before the capture
+        self.captured = Captured(policy.forward, (1, width), device, after_warm_up=policy.begin)
         self.outputs = np.zeros(0, np.float32)
 
     def begin(self) -> None:
-        with torch.cuda.stream(self.stream):  # in the order of the replays
+        with torch.cuda.stream(self.captured.stream):  # in the order of the replays
             self.policy.begin()
 
     def act(self, obs: np.ndarray) -> Any:
-        self.in_view[0] = obs
-        with torch.cuda.stream(self.stream):
-            self.graph.replay()
-        self.stream.synchronize()
-        self.outputs = self.host_out.numpy().reshape(-1).copy()
+        self.captured.inputs[0] = obs
+        self.outputs = self.captured.replay().reshape(-1).copy()
         return choose(self.outputs, self.policy.continuous)
 
 

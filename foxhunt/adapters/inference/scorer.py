@@ -4,12 +4,8 @@
   the kernels (and on CUDA the algorithms cuBLAS and cuDNN pick for a shape) never change, and a row's
   forecast never depends on how many rows came with it, nor on what they held (each row's arithmetic is
   its own; tests/ml/test_scorer.py checks it bit for bit).
-- On CUDA, after `make_deterministic` and a warm-up, the forward pass is captured once as a CUDA graph on
-  a stream of its own, with static device buffers and pinned host buffers, the copies in and out captured
-  with it: a call writes the pinned input, replays the graph (one launch: copy in, forward, copy out) and
-  waits for that stream only. A graph removes launch overhead; it
-  does not make anything deterministic (the deterministic kernels do), and replaying it computes what the
-  same kernels compute eagerly (checked on the H200).
+- On CUDA, after `make_deterministic`, the forward pass is captured once as a CUDA graph with its copies
+  in and out (graphs.py): a call writes the pinned input and replays it, one launch.
 - On the CPU the model runs eagerly, at the same fixed batch.
 """
 
@@ -19,6 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from foxhunt.adapters.inference.graphs import Captured
 from foxhunt.ports import ModelRunner
 
 
@@ -27,7 +24,6 @@ class Scorer:
                  graph: bool = True, compile: bool = False) -> None:
         self.window, self.features, self.batch, self.device = window, features, batch, device
         self.model = model.to(device).eval()
-        self.graph: torch.cuda.CUDAGraph | None = None
         # on CUDA, optionally the model's forward fused by Inductor (torch.compile without its own CUDA
         # graphs: the scorer's graph captures the fused kernels). Not eager's bits: a journal records it
         # (LoadedModel.compiled) and verify compiles the same way. On the CPU the model always runs eagerly.
@@ -35,34 +31,25 @@ class Scorer:
         self.forward = (torch.compile(self.model.predict, mode="default", dynamic=False) if self.compiled
                         else self.model.predict)
         shape = (batch, window, features)
+        self.captured: Captured | None = None
+        if device.type == "cuda" and graph:
+            self.captured = Captured(self.forward, shape, device)
+            self.in_view = self.captured.inputs
+            return
         with torch.no_grad():
             probe = self.forward(torch.zeros(shape, device=device))
-        self.out_shape = tuple(probe.shape)
-        if device.type == "cuda":
+        if device.type == "cuda":  # eagerly on the GPU: the same copies, around the forward
             self.stream = torch.cuda.Stream(device)
             self.host_in = torch.zeros(shape, dtype=torch.float32, pin_memory=True)
-            self.host_out = torch.zeros(self.out_shape, dtype=torch.float32, pin_memory=True)
+            self.host_out = torch.zeros(tuple(probe.shape), dtype=torch.float32, pin_memory=True)
             self.static_in = torch.zeros(shape, dtype=torch.float32, device=device)
-            if graph:
-                self._capture()
-            else:
-                self.static_out = torch.zeros(self.out_shape, device=device)
         else:
             self.host_in = torch.zeros(shape, dtype=torch.float32)
         self.in_view = self.host_in.numpy()
 
-    def _capture(self) -> None:
-        """Warm up on the scorer's stream (lazy initialisations, workspace allocations), then capture."""
-        with torch.no_grad(), torch.cuda.stream(self.stream):
-            for _ in range(3):
-                self.forward(self.static_in)
-            self.stream.synchronize()
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph, stream=self.stream):  # the pinned buffers live as long as the graph
-                self.static_in.copy_(self.host_in, non_blocking=True)
-                self.static_out = self.forward(self.static_in)
-                self.host_out.copy_(self.static_out, non_blocking=True)
-        self.stream.synchronize()
+    @property
+    def graph(self) -> torch.cuda.CUDAGraph | None:
+        return self.captured.graph if self.captured is not None else None
 
     def score(self, windows: np.ndarray) -> np.ndarray:
         """windows float32 [n <= batch, window, features] -> forecasts float32 [n, horizons, quantiles],
@@ -73,17 +60,14 @@ class Scorer:
                              f" got {windows.shape}")
         self.in_view[:n] = windows
         self.in_view[n:] = 0.0
+        if self.captured is not None:
+            return self.captured.replay()[:n].copy()
         if self.device.type != "cuda":
             with torch.no_grad():
                 return self.forward(self.host_in)[:n].numpy().copy()
-        with torch.cuda.stream(self.stream):
-            if self.graph is not None:
-                self.graph.replay()  # the copies in and out are in it
-            else:
-                self.static_in.copy_(self.host_in, non_blocking=True)
-                with torch.no_grad():
-                    self.static_out.copy_(self.forward(self.static_in))
-                self.host_out.copy_(self.static_out, non_blocking=True)
+        with torch.cuda.stream(self.stream), torch.no_grad():
+            self.static_in.copy_(self.host_in, non_blocking=True)
+            self.host_out.copy_(self.forward(self.static_in), non_blocking=True)
         self.stream.synchronize()
         return self.host_out.numpy()[:n].copy()
 
