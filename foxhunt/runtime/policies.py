@@ -18,9 +18,9 @@ the pre-trade gate.
   journal's order.
 - Failures are the scoring source's: a policy missing or corrupted in the store, raising, out of memory or
   slower than `[scoring] deadline_ms` is a ModelFailed input, trading goes to REDUCING, and an operator's
-  `resume` loads it again (its recurrent state afresh). A policy that cannot be loaded when the run starts
-  is not served in that run (its observations would have had to start with the run's market data): the
-  daemon's next start loads it.
+  `resume` loads it again (its recurrent state afresh), also one that could not be loaded when the run
+  started: the observations follow the run's market data from its start whether a policy serves or not, so
+  a policy loaded later decides on the grid it would have had from the start.
 - `replay --verify` (`PolicyCheck`, through scoring.ScoreCheck) makes the same observations from the
   journal's inputs and the kernel replaying them, loads the same policy from the store, and recomputes
   every decision in the journal's order: byte for byte where the run was recorded on this machine class;
@@ -62,30 +62,39 @@ Figures = tuple[int, int, int, int, int]
 
 
 class Observations:
-    """The agent's observations, made of the journal's inputs and the kernel after each (module docstring).
-    `on_market` takes every market data input; where it says a decision point, `mark` takes the kernel's
-    figures right after that input; `observation(as_of)` is the observation at a marked point and its
-    figures (None where it is no longer kept: the newest `keep` are), and `decided(figures)` says the policy
-    decided on it (its figures are kept by the caller: more points may come, and push it out, while the
-    policy acts)."""
+    """The agent's observations, made of a run's inputs from its start and the kernel after each (module
+    docstring). `serve` names the policy's symbol and environment (from its first load on); `on_market`
+    takes every market data input and says whether it is a decision point of the policy served; there
+    `mark` takes the kernel's figures right after that input; `observation(as_of)` is the observation at a
+    marked point and its figures (None where it is no longer kept: the newest `keep` are), and
+    `decided(figures)` says the policy decided on it (its figures are kept by the caller: more points may
+    come, and push it out, while the policy acts)."""
 
-    def __init__(self, spec: FeatureSpec, symbol: str, env: EnvConfig, size: int, multiplier: int,
-                 keep: int) -> None:
+    def __init__(self, spec: FeatureSpec, size: int, keep: int) -> None:
         self.windows = FeatureWindows(spec, 1, keep)
-        self.symbol, self.env, self.size, self.multiplier, self.keep = symbol, env, size, multiplier, keep
-        self.events = 0  # market data inputs of the symbol so far
+        self.size, self.keep = size, keep
+        self.symbol, self.multiplier = "", 1  # the policy's, once one was loaded (serve), and its environment
+        self.env: EnvConfig | None = None
+        self.events: dict[str, int] = {}  # market data inputs of each symbol so far in the run
         self.points: dict[int, Figures] = {}  # seq -> figures, the newest `keep` decision points
         self.start: tuple[int, int] | None = None  # (equity, notional) at the first decision
         self.denied = 0  # the gate's denials at the last decision
 
+    def serve(self, symbol: str, env: EnvConfig, multiplier: int) -> str:
+        """The policy's symbol and environment from here on: "", or why not (a run serves one of each)."""
+        if self.env is not None and (symbol, env) != (self.symbol, self.env):
+            return "the store's policy now trades another symbol or environment than this run serves: restart the daemon"
+        self.symbol, self.env, self.multiplier = symbol, env, multiplier
+        return ""
+
     def on_market(self, seq: int, msg: MarketData) -> bool:
         """Take in market data input `seq`; whether it is a decision point."""
         self.windows.update(seq, msg)
-        if msg.symbol != self.symbol:
-            return False
-        index = self.events  # of this input among the symbol's, from 0 (the environment's event index)
-        self.events += 1
-        return index >= self.env.warmup and (index - self.env.warmup) % self.env.decision_every == 0
+        index = self.events.get(msg.symbol, 0)  # of this input among the symbol's, from 0 (the environment's)
+        self.events[msg.symbol] = index + 1
+        env = self.env
+        return (env is not None and msg.symbol == self.symbol and index >= env.warmup
+                and (index - env.warmup) % env.decision_every == 0)
 
     def mark(self, seq: int, msg: MarketData, kernel: Kernel) -> None:
         pos = kernel.portfolio.positions.get(self.symbol)
@@ -158,8 +167,7 @@ class PolicyService(SourceTask):
         self.loaded: dict[str, LoadedModel] = {}  # the policy, while it serves
         self.failed: dict[str, str] = {}  # the policy, while it does not, and why
         self.stats = Stats()
-        self.env: EnvConfig | None = None
-        self.observations: Observations | None = None  # from the run's start, once the policy was loaded
+        self.observations = Observations(spec, size, cfg.keep)  # from the run's start, served or not
         self.wanted: tuple[int, int] | None = None  # (seq, ts_event) of the newest decision point not taken
         self.fingerprint: dict[str, str] = {}
         self.determinism: dict[str, str] = {}
@@ -169,7 +177,7 @@ class PolicyService(SourceTask):
 
     def observe(self, seq: int, msg: MarketData) -> None:
         obs = self.observations
-        if obs is not None and obs.on_market(seq, msg):
+        if obs.on_market(seq, msg):
             obs.mark(seq, msg, self.kernel)
             if self.loaded:
                 self.wanted = (seq, msg.ts_event)
@@ -186,14 +194,10 @@ class PolicyService(SourceTask):
         return await self._load()
 
     def request_reload(self) -> None:
-        """Load the policy again (after an operator's resume), in the source's task: only where it served
-        in this run (module docstring)."""
-        if self.failed and self.observations is not None:
+        """Load the policy again (after an operator's resume), in the source's task."""
+        if self.failed:
             self.reload_asked = True
             self._wake.set()
-        elif self.failed:
-            log.warning("policy_not_reloaded", policy=self.policy_id,
-                        why="it could not be loaded when the run started: restart the daemon to serve it")
 
     async def _load(self) -> list[Input]:
         try:
@@ -205,16 +209,11 @@ class PolicyService(SourceTask):
             return self._loaded(None, ("deadline", f"not loaded within load_deadline_s={self.cfg.load_deadline_s}"))
         except Exception as e:  # noqa: BLE001 - whatever a broken policy raises is a failure, not a crash
             return self._loaded(None, ("load", f"{type(e).__name__}: {e}"))
-        symbol = info.symbol
-        inst = self.kernel.instruments.get(symbol)
+        inst = self.kernel.instruments.get(info.symbol)
         if inst is None:
-            return self._loaded(None, ("load", f"it trades {symbol}, which is not a configured instrument"))
-        if self.observations is None:
-            self.observations = Observations(self.spec, symbol, env, self.size, inst.multiplier, self.cfg.keep)
-        elif env != self.env or symbol != self.observations.symbol:
-            why = "the store's policy now trades another symbol or environment than this run serves: restart the daemon"
+            return self._loaded(None, ("load", f"it trades {info.symbol}, which is not a configured instrument"))
+        if why := self.observations.serve(info.symbol, env, inst.multiplier):
             return self._loaded(None, ("load", why))
-        self.env = env
         self.loaded = {self.policy_id: info}
         self.failed.clear()
         return self._loaded(info, None)
@@ -248,7 +247,7 @@ class PolicyService(SourceTask):
 
     async def _work(self) -> list[Input]:
         """The policy acts on the newest decision point, its observation made on the loop."""
-        assert self.wanted is not None and self.observations is not None and self.env is not None
+        assert self.wanted is not None and self.observations.env is not None
         (seq, ts_event), self.wanted = self.wanted, None
         info = self.loaded[self.policy_id]
         seen = self.observations.observation(seq)
@@ -269,14 +268,14 @@ class PolicyService(SourceTask):
         if why := unusable(action, outputs):  # a policy that answers NaN is failing, as one that raises
             return [self._fail("error", why)]
         self.observations.decided(figures)
-        return [acted(info, self.env, self.observations.symbol, seq, ts_event, self.clock.now(), obs, action,
+        return [acted(info, self.observations.env, self.observations.symbol, seq, ts_event, self.clock.now(), obs, action,
                       outputs, latency, self.runner.input_digest)]
 
     def _fail(self, what: str, reason: str) -> ModelFailed:
         self._failed(what, reason)
         now = self.clock.now()
-        symbol = self.observations.symbol if self.observations is not None else ""
-        return ModelFailed(ts_event=now, ts_init=now, model_id=self.policy_id, symbol=symbol, what=what, reason=reason)
+        return ModelFailed(ts_event=now, ts_init=now, model_id=self.policy_id, symbol=self.observations.symbol,
+                           what=what, reason=reason)
 
     # --- the admin socket's `models` ---------------------------------------------------------------
 
@@ -288,7 +287,7 @@ class PolicyService(SourceTask):
             "models": {self.policy_id: {
                 "kind": "policy", "state": "serving" if info is not None else "failed",
                 "parameter_sha256": info.parameter_sha256 if info is not None else None,
-                "symbol": self.observations.symbol if self.observations is not None else None,
+                "symbol": self.observations.symbol or None,
                 "reason": self.failed.get(self.policy_id), **self.stats.summary()}},
             "decisions_waiting": int(self.wanted is not None),
         }
@@ -336,7 +335,14 @@ class PolicyCheck:
         return msg
 
     def _loaded(self, msg: ModelsLoaded) -> None:
-        if msg.source != "policy" or not msg.models:
+        """The run's policy source started (its observations with it, as live: served or not), or loaded its
+        policy (again)."""
+        if msg.source != "policy":
+            return
+        spec = msgspec.json.decode(msg.feature_spec, type=FeatureSpec)
+        if self.observations is None:
+            self.observations = Observations(spec, self.size, self.keep)
+        if not msg.models:
             return
         info = self.served = msg.models[0]
         if self.runner is None:
@@ -344,18 +350,15 @@ class PolicyCheck:
             self.fingerprint, _ = self.runner.prepare()
         self.recorded_on = msg.fingerprint
         self.strict = msg.fingerprint == self.fingerprint
-        spec = msgspec.json.decode(msg.feature_spec, type=FeatureSpec)
         try:  # the store's policy, its state afresh (a reload's too)
             self.recomputing = self.runner.load(info.model_id, spec.digest())
         except ModelError as e:
             self.recomputing = e
             return
-        if self.observations is None:
-            assert self.kernel is not None
-            _, env = self.recomputing
-            inst = self.kernel.instruments.get(info.symbol)
-            if inst is not None:  # else its load failed live: no decision of it follows
-                self.observations = Observations(spec, info.symbol, env, self.size, inst.multiplier, self.keep)
+        assert self.kernel is not None
+        inst = self.kernel.instruments.get(info.symbol)
+        if inst is not None:  # else its load failed live: no decision of it follows
+            self.observations.serve(info.symbol, self.recomputing[1], inst.multiplier)
 
     def _check(self, seq: int, act: PolicyActed) -> Input:
         served = self.served
@@ -483,7 +486,7 @@ class Redecide:
         except ModelError as e:
             why = str(e)
         if why:
-            self.observations = None
+            self.observations = None  # no more decisions in this run
             return [ModelFailed(ts_event=msg.ts_event, ts_init=msg.ts_init, model_id=self.policy_id,
                                 symbol=msg.symbol, what="error", reason=why)]
         self.observations.decided(figures)
@@ -504,7 +507,8 @@ class Redecide:
             if inst is None:
                 failure = f"it trades {info.symbol}, which is not a configured instrument"
             else:
-                self.observations = Observations(self.spec, info.symbol, env, self.size, inst.multiplier, self.keep)
+                self.observations = Observations(self.spec, self.size, self.keep)
+                self.observations.serve(info.symbol, env, inst.multiplier)
         served = self.served[0] if self.served is not None and not failure else None
         loaded = policy_loaded(self.runner, self.fingerprint, self.determinism, self.spec, self.policy_id, served, ts,
                                started.ts_init)

@@ -143,7 +143,8 @@ def test_the_observation_served_is_the_trading_environments_byte_for_byte(agent_
     trained_on, _ = env.reset(options={"start": env_cfg.warmup})
     kernel = env.episode.kernel
     size = nanos(trading.strategy.agent.trade_size)
-    served = Observations(cfg.features, "EURUSD", env_cfg, size, 1, 4096)
+    served = Observations(cfg.features, size, 4096)
+    served.serve("EURUSD", env_cfg, 1)
     for seq, msg in enumerate(data[: env_cfg.warmup + 1], start=1):
         if served.on_market(seq, msg):
             served.mark(seq, msg, kernel)
@@ -391,3 +392,45 @@ def test_a_sweep_s_point_with_rescore_backtests_the_agent_it_names(agent_store, 
                                         cfg)
 
     assert rescored[f"state_digest.{journal_name}"] == anyio.run(replayed)["state_digest"]
+
+
+async def test_a_policy_missing_at_the_start_is_served_once_resumed_on_the_grid_it_would_have_had(agent_store,
+                                                                                                 tmp_path):
+    """The policy is not in the store when the run starts (ModelFailed, REDUCING); 51 quotes in, past its
+    warm-up, it is put there and loaded again (what `resume` does); it decides at once, on the decision
+    points counted from the run's start (not from its load), and verify recomputes those decisions."""
+    store, policy_id = agent_store
+    empty = LocalModelStore(tmp_path / "store")
+    cfg = cfg_for(empty, policy_id)
+
+    class RestoredLater(PolicyService):
+        seen = 0
+
+        def observe(self, seq, msg):
+            super().observe(seq, msg)
+            self.seen += 1
+            if self.seen == 51:  # an operator puts the model in the store and resumes
+                empty.put(policy_id, store.get(policy_id))
+                self.request_reload()
+
+    def source(trading, clock, kernel):
+        return RestoredLater(TorchPolicyRunner(empty, "cpu"), policy_id, cfg.features, cfg.scoring, clock, kernel,
+                             nanos(trading.strategy.agent.trade_size))
+
+    journal = MemoryJournalStore()
+    ops = Operations(venue=bootstrap.simulated_venue, notifier=Notifier({}), scoring=source)
+    await run_daemon(journal, cfg, RunRequest("j", quotes(400, seed=11), EventClock(), feed_rate=RATE), FINGERPRINT,
+                     ops)
+    async with aclosing(journal.read("j")) as pages:
+        recorded = [r.message async for page in pages for r in page]
+    loaded = of(ModelsLoaded, recorded)
+    assert [m.failed for m in loaded] == [[policy_id], []] and of(ModelFailed, recorded)[0].what == "load"
+    env = cfg.agents.env
+    market = [seq for seq, m in enumerate(recorded, start=1) if isinstance(m, MarketData)]
+    reloaded = recorded.index(loaded[1]) + 1
+    grid = [s for s in market[env.warmup :: env.decision_every] if s > reloaded]  # counted from the run's start
+    decisions = of(PolicyActed, recorded)
+    assert decisions and {d.as_of for d in decisions} <= set(grid)
+    assert decisions[0].as_of <= grid[2], "no second warm-up after the load"
+    verified = await verify(journal, empty)
+    assert verified["decisions"].startswith("identical") and verified["decisions_recomputed"] == len(decisions)
