@@ -64,11 +64,13 @@ Figures = tuple[int, int, int, int, int]
 class Observations:
     """The agent's observations, made of a run's inputs from its start and the kernel after each (module
     docstring). `serve` names the policy's symbol and environment (from its first load on); `on_market`
-    takes every market data input and says whether it is a decision point of the policy served; there
-    `mark` takes the kernel's figures right after that input; `observation(as_of)` is the observation at a
-    marked point and its figures (None where it is no longer kept: the newest `keep` are), and
-    `decided(figures)` says the policy decided on it (its figures are kept by the caller: more points may
-    come, and push it out, while the policy acts)."""
+    takes every market data input and says whether to `mark` it, which takes the kernel's figures right
+    after that input: at each decision point of the policy served, and at every input while none is served
+    (a policy loaded live decides at once, and the event of its load reaches the journal after inputs it
+    may decide on: verify, which serves it at that event, finds their figures kept). `observation(as_of)` is
+    the observation at a marked input and its figures (None where it is no longer kept: the newest `keep`
+    are), and `decided(figures)` says the policy decided on it (its figures are kept by the caller: more
+    points may come, and push it out, while the policy acts)."""
 
     def __init__(self, spec: FeatureSpec, size: int, keep: int) -> None:
         self.windows = FeatureWindows(spec, 1, keep)
@@ -88,16 +90,20 @@ class Observations:
         return ""
 
     def on_market(self, seq: int, msg: MarketData) -> bool:
-        """Take in market data input `seq`; whether it is a decision point."""
+        """Take in market data input `seq`; whether to mark it (a decision point, or no policy served)."""
         self.windows.update(seq, msg)
         index = self.events.get(msg.symbol, 0)  # of this input among the symbol's, from 0 (the environment's)
         self.events[msg.symbol] = index + 1
+        return self.decides(msg.symbol, index) or self.env is None
+
+    def decides(self, symbol: str, index: int) -> bool:
+        """Whether the `index`-th market data input of `symbol` (from 0) is a decision point of the policy."""
         env = self.env
-        return (env is not None and msg.symbol == self.symbol and index >= env.warmup
+        return (env is not None and symbol == self.symbol and index >= env.warmup
                 and (index - env.warmup) % env.decision_every == 0)
 
     def mark(self, seq: int, msg: MarketData, kernel: Kernel) -> None:
-        pos = kernel.portfolio.positions.get(self.symbol)
+        pos = kernel.portfolio.positions.get(msg.symbol)
         self.points[seq] = (pos.quantity if pos is not None else 0, pos.unrealized_pnl if pos is not None else 0,
                             kernel.portfolio.equity, kernel.orders.denied, reference_price(msg, 0)[0])
         if len(self.points) > self.keep:
@@ -179,7 +185,7 @@ class PolicyService(SourceTask):
         obs = self.observations
         if obs.on_market(seq, msg):
             obs.mark(seq, msg, self.kernel)
-            if self.loaded:
+            if self.loaded:  # then a policy is served, and what on_market marks is a decision point
                 self.wanted = (seq, msg.ts_event)
                 self._wanted()
 

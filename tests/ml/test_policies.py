@@ -427,10 +427,55 @@ async def test_a_policy_missing_at_the_start_is_served_once_resumed_on_the_grid_
     assert [m.failed for m in loaded] == [[policy_id], []] and of(ModelFailed, recorded)[0].what == "load"
     env = cfg.agents.env
     market = [seq for seq, m in enumerate(recorded, start=1) if isinstance(m, MarketData)]
-    reloaded = recorded.index(loaded[1]) + 1
-    grid = [s for s in market[env.warmup :: env.decision_every] if s > reloaded]  # counted from the run's start
+    grid = market[env.warmup :: env.decision_every]  # the decision points counted from the run's start
     decisions = of(PolicyActed, recorded)
     assert decisions and {d.as_of for d in decisions} <= set(grid)
-    assert decisions[0].as_of <= grid[2], "no second warm-up after the load"
+    restored = market[50]  # the 51st quote: the policy is put in the store and loaded after it
+    assert decisions[0].as_of <= [s for s in grid if s > restored][2], "no second warm-up after the load"
+    verified = await verify(journal, empty)
+    assert verified["decisions"].startswith("identical") and verified["decisions_recomputed"] == len(decisions)
+
+
+async def test_a_policy_loaded_late_may_decide_on_inputs_journaled_before_its_load_and_verify_follows(agent_store,
+                                                                                                     tmp_path):
+    """Live, a reloaded policy is served from the moment it is loaded, and its ModelsLoaded reaches the
+    journal after the market data the loop took meanwhile: it may decide on one of those. Held back here on
+    purpose (the source waits 50 ms after the load before it publishes), the journal has decisions as of
+    inputs before its ModelsLoaded, and verify, which serves the policy at that event, still recomputes them
+    all (the figures of every input are kept while no policy is served)."""
+    import anyio
+
+    store, policy_id = agent_store
+    empty = LocalModelStore(tmp_path / "store")
+    cfg = cfg_for(empty, policy_id)
+
+    class SlowToPublish(PolicyService):
+        seen = 0
+
+        def observe(self, seq, msg):
+            super().observe(seq, msg)
+            self.seen += 1
+            if self.seen == 51:
+                empty.put(policy_id, store.get(policy_id))
+                self.request_reload()
+
+        async def _reload(self):
+            events = await super()._reload()
+            await anyio.sleep(0.05)  # the loop takes about 20 quotes meanwhile, the policy served
+            return events
+
+    def source(trading, clock, kernel):
+        return SlowToPublish(TorchPolicyRunner(empty, "cpu"), policy_id, cfg.features, cfg.scoring, clock, kernel,
+                             nanos(trading.strategy.agent.trade_size))
+
+    journal = MemoryJournalStore()
+    ops = Operations(venue=bootstrap.simulated_venue, notifier=Notifier({}), scoring=source)
+    await run_daemon(journal, cfg, RunRequest("j", quotes(400, seed=11), EventClock(), feed_rate=RATE), FINGERPRINT,
+                     ops)
+    async with aclosing(journal.read("j")) as pages:
+        recorded = [r.message async for page in pages for r in page]
+    reloaded = recorded.index(of(ModelsLoaded, recorded)[1]) + 1
+    decisions = of(PolicyActed, recorded)
+    assert decisions[0].as_of < reloaded, "the race this test holds open"
     verified = await verify(journal, empty)
     assert verified["decisions"].startswith("identical") and verified["decisions_recomputed"] == len(decisions)
