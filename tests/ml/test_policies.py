@@ -394,28 +394,41 @@ def test_a_sweep_s_point_with_rescore_backtests_the_agent_it_names(agent_store, 
     assert rescored[f"state_digest.{journal_name}"] == anyio.run(replayed)["state_digest"]
 
 
-async def test_a_policy_missing_at_the_start_is_served_once_resumed_on_the_grid_it_would_have_had(agent_store,
-                                                                                                 tmp_path):
-    """The policy is not in the store when the run starts (ModelFailed, REDUCING); 51 quotes in, past its
-    warm-up, it is put there and loaded again (what `resume` does); it decides at once, on the decision
-    points counted from the run's start (not from its load), and verify recomputes those decisions."""
+class RestoredLater(PolicyService):
+    """The policy source with its policy missing from the store until the 51st quote, when an operator puts it
+    there (`restore`) and resumes; `hold_s`: the source then waits that long after the load before it
+    publishes it (as when the bus is busy)."""
+
+    def __init__(self, *args, restore, hold_s: float = 0.0, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.restore, self.hold_s, self.seen = restore, hold_s, 0
+
+    def observe(self, seq, msg):
+        super().observe(seq, msg)
+        self.seen += 1
+        if self.seen == 51:
+            self.restore()
+            self.request_reload()
+
+    async def _reload(self):
+        import anyio
+
+        events = await super()._reload()
+        await anyio.sleep(self.hold_s)
+        return events
+
+
+async def restored_run(agent_store, tmp_path, hold_s: float = 0.0) -> tuple[dict, list, config.Config]:
+    """A paper run whose policy is missing at the start and restored 51 quotes in (RestoredLater): verify's
+    summary of its journal, the journal, the configuration."""
     store, policy_id = agent_store
     empty = LocalModelStore(tmp_path / "store")
     cfg = cfg_for(empty, policy_id)
 
-    class RestoredLater(PolicyService):
-        seen = 0
-
-        def observe(self, seq, msg):
-            super().observe(seq, msg)
-            self.seen += 1
-            if self.seen == 51:  # an operator puts the model in the store and resumes
-                empty.put(policy_id, store.get(policy_id))
-                self.request_reload()
-
     def source(trading, clock, kernel):
         return RestoredLater(TorchPolicyRunner(empty, "cpu"), policy_id, cfg.features, cfg.scoring, clock, kernel,
-                             nanos(trading.strategy.agent.trade_size))
+                             nanos(trading.strategy.agent.trade_size),
+                             restore=lambda: empty.put(policy_id, store.get(policy_id)), hold_s=hold_s)
 
     journal = MemoryJournalStore()
     ops = Operations(venue=bootstrap.simulated_venue, notifier=Notifier({}), scoring=source)
@@ -423,8 +436,18 @@ async def test_a_policy_missing_at_the_start_is_served_once_resumed_on_the_grid_
                      ops)
     async with aclosing(journal.read("j")) as pages:
         recorded = [r.message async for page in pages for r in page]
+    verified = await verify(journal, empty)
+    return verified, recorded, cfg
+
+
+async def test_a_policy_missing_at_the_start_is_served_once_resumed_on_the_grid_it_would_have_had(agent_store,
+                                                                                                 tmp_path):
+    """The policy is not in the store when the run starts (ModelFailed, REDUCING); 51 quotes in, past its
+    warm-up, it is put there and loaded again (what `resume` does); it decides at once, on the decision
+    points counted from the run's start (not from its load), and verify recomputes those decisions."""
+    verified, recorded, cfg = await restored_run(agent_store, tmp_path)
     loaded = of(ModelsLoaded, recorded)
-    assert [m.failed for m in loaded] == [[policy_id], []] and of(ModelFailed, recorded)[0].what == "load"
+    assert [m.failed for m in loaded] == [[agent_store[1]], []] and of(ModelFailed, recorded)[0].what == "load"
     env = cfg.agents.env
     market = [seq for seq, m in enumerate(recorded, start=1) if isinstance(m, MarketData)]
     grid = market[env.warmup :: env.decision_every]  # the decision points counted from the run's start
@@ -432,7 +455,6 @@ async def test_a_policy_missing_at_the_start_is_served_once_resumed_on_the_grid_
     assert decisions and {d.as_of for d in decisions} <= set(grid)
     restored = market[50]  # the 51st quote: the policy is put in the store and loaded after it
     assert decisions[0].as_of <= [s for s in grid if s > restored][2], "no second warm-up after the load"
-    verified = await verify(journal, empty)
     assert verified["decisions"].startswith("identical") and verified["decisions_recomputed"] == len(decisions)
 
 
@@ -443,39 +465,8 @@ async def test_a_policy_loaded_late_may_decide_on_inputs_journaled_before_its_lo
     purpose (the source waits 50 ms after the load before it publishes), the journal has decisions as of
     inputs before its ModelsLoaded, and verify, which serves the policy at that event, still recomputes them
     all (the figures of every input are kept while no policy is served)."""
-    import anyio
-
-    store, policy_id = agent_store
-    empty = LocalModelStore(tmp_path / "store")
-    cfg = cfg_for(empty, policy_id)
-
-    class SlowToPublish(PolicyService):
-        seen = 0
-
-        def observe(self, seq, msg):
-            super().observe(seq, msg)
-            self.seen += 1
-            if self.seen == 51:
-                empty.put(policy_id, store.get(policy_id))
-                self.request_reload()
-
-        async def _reload(self):
-            events = await super()._reload()
-            await anyio.sleep(0.05)  # the loop takes about 20 quotes meanwhile, the policy served
-            return events
-
-    def source(trading, clock, kernel):
-        return SlowToPublish(TorchPolicyRunner(empty, "cpu"), policy_id, cfg.features, cfg.scoring, clock, kernel,
-                             nanos(trading.strategy.agent.trade_size))
-
-    journal = MemoryJournalStore()
-    ops = Operations(venue=bootstrap.simulated_venue, notifier=Notifier({}), scoring=source)
-    await run_daemon(journal, cfg, RunRequest("j", quotes(400, seed=11), EventClock(), feed_rate=RATE), FINGERPRINT,
-                     ops)
-    async with aclosing(journal.read("j")) as pages:
-        recorded = [r.message async for page in pages for r in page]
+    verified, recorded, _ = await restored_run(agent_store, tmp_path, hold_s=0.05)
     reloaded = recorded.index(of(ModelsLoaded, recorded)[1]) + 1
     decisions = of(PolicyActed, recorded)
     assert decisions[0].as_of < reloaded, "the race this test holds open"
-    verified = await verify(journal, empty)
     assert verified["decisions"].startswith("identical") and verified["decisions_recomputed"] == len(decisions)
