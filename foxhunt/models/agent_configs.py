@@ -60,6 +60,12 @@ EXTRA = 4  # observation values after the feature row: position, unrealised PnL,
 EXTRA_SCALE = (1.0, 10.0, 100.0, 1.0)
 
 
+def notional(price: int, size: int, multiplier: int) -> int:
+    """The full position's notional at `price` (nanos), in money nanos, at least 1: what an agent's PnL and
+    equity are basis points of (`size` units, nanos; the instrument's `multiplier`)."""
+    return max(price * size // 10**9 * multiplier, 1)
+
+
 def observe(out: np.ndarray, row: np.ndarray, position: int, size: int, unrealized: int, equity: int, notional: int,
             denied: bool) -> None:
     """What an agent observes, into `out` (float32, the row's width + EXTRA), in training (the trading

@@ -46,7 +46,7 @@ from foxhunt.messages.base import Input
 from foxhunt.messages.market import MARKET_DATA_TYPES, MarketData
 from foxhunt.messages.scores import LoadedModel, ModelFailed, ModelsLoaded, PolicyActed
 from foxhunt.messages.system import RunStarted
-from foxhunt.models.agent_configs import EXTRA, EnvConfig, fraction_of, observe
+from foxhunt.models.agent_configs import EXTRA, EnvConfig, fraction_of, notional, observe
 from foxhunt.ports import Clock, PolicyRunner
 from foxhunt.runtime.scoring import SourceTask, Stats, machine, timed
 
@@ -114,21 +114,17 @@ class Observations:
         if figures is None or row is None:
             return None
         position, unrealized, equity, denied, price = figures
-        start_equity, notional = self.start if self.start is not None else (equity, self._notional(price))
+        start_equity, full = self.start if self.start is not None else (equity, notional(price, self.size, self.multiplier))
         out = np.empty(row.shape[1] + EXTRA, dtype=np.float32)
-        observe(out, row[0], position, self.size, unrealized, equity - start_equity, notional,
+        observe(out, row[0], position, self.size, unrealized, equity - start_equity, full,
                 self.start is not None and denied != self.denied)
         return out, figures
 
     def decided(self, figures: Figures) -> None:
         _, _, equity, denied, price = figures
         if self.start is None:
-            self.start = (equity, self._notional(price))
+            self.start = (equity, notional(price, self.size, self.multiplier))
         self.denied = denied
-
-    def _notional(self, price: int) -> int:
-        """The full position's notional at `price`, money nanos, as the environment's episode takes it."""
-        return max(price * self.size // 10**9 * self.multiplier, 1)
 
 
 def unusable(action: float, outputs: np.ndarray) -> str:

@@ -95,4 +95,4 @@ class TorchPolicyRunner(PolicyRunner):
             except (RuntimeError, ValueError) as e:  # what torch raises (a CUDA error among them)
                 raise ModelError(f"policy {policy_id} failed on {self.device}: {e}") from e
             value = float(np.asarray(action, dtype=np.float64).reshape(-1)[0])
-            return value, np.asarray(trained.outputs, dtype=np.float32).copy()
+            return value, np.asarray(trained.outputs, dtype=np.float32)  # each act's own array

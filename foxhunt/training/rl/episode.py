@@ -19,7 +19,7 @@ from foxhunt.messages.base import Derived, Input, Message, nanos
 from foxhunt.messages.market import MarketData
 from foxhunt.messages.scores import PolicyActed
 from foxhunt.messages.system import RunStarted, TradingState
-from foxhunt.models.agent_configs import EnvConfig
+from foxhunt.models.agent_configs import EnvConfig, notional
 from foxhunt.ports import Clock, JournalStore, Venue
 from foxhunt.training.rl.market import Market
 
@@ -75,7 +75,7 @@ class Episode:
         first = market.data[start]
         # the full position's notional at the first price, in money nanos: rewards are basis points of it
         inst = kernel.instruments[self.symbol]
-        self.notional = max(reference_price(first, 0)[0] * self.size // 10**9 * inst.multiplier, 1)
+        self.notional = notional(reference_price(first, 0)[0], self.size, inst.multiplier)
         self.clock.advance(first.ts_init)
         self._take(RunStarted(ts_event=first.ts_event, ts_init=first.ts_init, run_id=1, seed=trading.seed,
                               config_digest=trading.digest(), config=trading.to_json(),

@@ -32,7 +32,7 @@ from foxhunt.messages.market import MARKET_DATA_TYPES
 from foxhunt.messages.orders import OrderDenied
 from foxhunt.messages.scores import PolicyActed
 from foxhunt.messages.system import PositionChanged
-from foxhunt.models.agent_configs import EXTRA, EnvConfig
+from foxhunt.models.agent_configs import EXTRA, EnvConfig, notional
 from foxhunt.ports import JournalStore
 
 
@@ -108,15 +108,15 @@ def transitions(events: list, accounts: list[_Account], spec: FeatureSpec, cfg: 
     money = np.zeros(ends.size, dtype=np.float64)  # equity, money nanos
     per_bp = np.zeros(ends.size, dtype=np.float64)  # basis points per nano of the step's episode
     held = np.zeros(ends.size, dtype=np.float64)
-    notional = start_equity = 0
+    full = start_equity = 0
     denied_before = accounts[ends[0]].denials
     for k, i in enumerate(ends):
         a, mark = accounts[i], reference_price(events[i], 0)[0]  # the kernel's mark
         equity = a.cash + a.quantity * mark // SCALE * multiplier
         if k % cfg.episode_steps == 0:  # a new episode: its notional and its equity's zero
-            notional = max(mark * size // SCALE * multiplier, 1)
+            full = notional(mark, size, multiplier)
             start_equity = equity
-        bp = per_bp[k] = 1e4 / notional
+        bp = per_bp[k] = 1e4 / full
         money[k], held[k] = equity, a.quantity / size
         obs[k, : rows.shape[1]] = rows[i]
         obs[k, -4] = held[k]
