@@ -3,13 +3,13 @@
 A journal of about 300,000 events (`synthetic:seed=5,n=260000` paper-traded, made once and kept), and 32
 points (strategy.ema_cross.fast 4 to 11 times slow 30, 40, 50, 60). The same trainable
 (bootstrap.BacktestTrainable: a replay backtest, the journal read into memory once per process) runs them
-in a loop in this process, then through Ray Tune with `--workers` workers (Ray started inside, as `foxhunt
-sweep` does; its start timed apart). Reported: each side's seconds and backtests per minute, the ratio
-(target, issue 25: at least 1.7 on this 2-core machine), with and without Ray's start, and Ray's overhead
-per point: the worker-seconds a point took beyond its sequential time, Ray's start left out (a trial runs a
-batch of points: training/sweep.py, `batches`).
+in a loop in this process, before and after the same points through Ray with `--workers` workers (Ray
+started inside, as `foxhunt sweep` does; its start timed apart; each point a Ray task: training/sweep.py).
+Reported: each side's seconds and backtests per minute, the ratio (target, issue 25: at least 1.7 on this
+2-core machine) against the mean of the two sequential runs, with and without Ray's start, and Ray's
+overhead per point: the worker-seconds a point took beyond its sequential time, Ray's start left out.
 
-    .venv/bin/python bench/sweep.py [--workers 2] [--points 32] [--per-trial N ...]
+    .venv/bin/python bench/sweep.py [--workers 2] [--points 32]
 """
 
 from __future__ import annotations
@@ -38,8 +38,6 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--points", type=int, default=32)
-    parser.add_argument("--per-trial", type=int, action="append", default=[], metavar="N",
-                        help="points a trial, as sweep.run's per_trial (repeat to compare; default: sweep.batches')")
     args = parser.parse_args()
     cfg = config.load(None)
     dsn = bootstrap.resolve_dsn(cfg)
@@ -70,24 +68,18 @@ def main() -> None:
     sweep.start_ray(args.workers)
     ray_start = time.perf_counter() - started
     print(f"  Ray's start: {ray_start:.1f} s")
-    runs: list[tuple[int, float]] = []
-    for per_trial in args.per_trial or [None]:
-        started = time.perf_counter()
-        outcomes = sweep.run(trainable, points, 1, Path(tempfile.mkdtemp()), f"bench-{uuid.uuid4().hex[:8]}",
-                             args.workers, per_trial=per_trial)
-        parallel = time.perf_counter() - started
-        assert [o.metrics[f"state_digest.{JOURNAL}"] for o in outcomes] == [a[f"state_digest.{JOURNAL}"] for a in alone]
-        size = len(sweep.batches(len(points), args.workers, per_trial)[0])
-        runs.append((size, parallel))
-        print(f"  Ray, {args.workers} workers, {size} points a trial: {parallel:8.1f} s,"
-              f" {60 * len(points) / parallel:6.2f} backtests/min (with the start: {ray_start + parallel:.1f} s)")
+    started = time.perf_counter()
+    outcomes = sweep.run(trainable, points, 1, Path(tempfile.mkdtemp()), f"bench-{uuid.uuid4().hex[:8]}", args.workers)
+    parallel = time.perf_counter() - started
+    assert [o.metrics[f"state_digest.{JOURNAL}"] for o in outcomes] == [a[f"state_digest.{JOURNAL}"] for a in alone]
+    print(f"  Ray, {args.workers} workers: {parallel:8.1f} s, {60 * len(points) / parallel:6.2f} backtests/min"
+          f" (with the start: {ray_start + parallel:.1f} s)")
     after, _ = one_by_one()  # again, after Ray: the machine's pace drifts, so the anchor is the mean of the two
     sequential = (before + after) / 2
     print(f"  one process again, after Ray: {after:8.1f} s; the anchor, their mean: {sequential:.1f} s")
-    for size, parallel in runs:
-        overhead = (parallel * args.workers - sequential) / len(points)
-        print(f"  {size} points a trial: ratio {sequential / (ray_start + parallel):.2f} with Ray's start,"
-              f" {sequential / parallel:.2f} without; Ray's overhead per point: {overhead:.2f} worker-seconds")
+    overhead = (parallel * args.workers - sequential) / len(points)
+    print(f"  ratio {sequential / (ray_start + parallel):.2f} with Ray's start, {sequential / parallel:.2f} without;"
+          f" Ray's overhead per point: {overhead:.2f} worker-seconds")
 
 
 if __name__ == "__main__":

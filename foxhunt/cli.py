@@ -400,7 +400,7 @@ def cmd_sweep(args: argparse.Namespace, cfg: config.Config) -> int:
 
         from foxhunt.training import sweep
     except ImportError:
-        raise ConfigError("foxhunt sweep runs on Ray Tune, an optional extra: pip install 'foxhunt[sweep]'"
+        raise ConfigError("foxhunt sweep runs on Ray, an optional extra: pip install 'foxhunt[sweep]'"
                           " (scripts/setup sweep)") from None
     if args.resume and not args.name:
         raise ConfigError("--resume needs the --name of the sweep to go on with")

@@ -1,14 +1,15 @@
-"""`foxhunt sweep`: many backtests of one or more journals, each with its own `--set` overrides, on Ray Tune.
+"""`foxhunt sweep`: many backtests of one or more journals, each with its own `--set` overrides, on Ray.
 
 A sweep's points are decided here, before Ray sees them: a grid (`--grid KEY=V1,V2,...`, every combination,
 in the order given) or seeded random draws (`--random KEY=int:LO:HI`, `float:LO:HI` or `choice:A|B|C`,
 `--samples` of them from `numpy.random.default_rng(seed)`), so the same command and seed make the same
-points in the same order whatever runs them. Ray Tune runs each point as a trial (one CPU each by default,
-`--workers` at a time), keeps its result in the sweep's directory, retries a trial whose worker died
-(`FailureConfig`), reports a trial that fails with its error without stopping the others, and `--resume`
-goes on from that directory without running a finished point again (`Tuner.restore`).
+points in the same order whatever runs them. Each point is a Ray task (one CPU each by default, `--workers`
+at a time): Ray places it, runs a task again whose worker died, and reports a task that raised with its
+error without stopping the others. Every finished point goes into the sweep's record in its directory as
+it comes in (`Record`), and `--resume` goes on from there without running a finished point again.
+(`foxhunt tune`, training/tune.py, is the search that needs Ray Tune: a sampler, a scheduler, checkpoints.)
 
-The trial itself is a `Trainable` (a backtest here, bootstrap.BacktestTrainable): a picklable callable from
+The point itself is a `Trainable` (a backtest here, bootstrap.BacktestTrainable): a picklable callable from
 a point's overrides and a seed to its metrics. This module knows Ray and the points, not the journals.
 """
 
@@ -19,6 +20,7 @@ import json
 import math
 import os
 import tempfile
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +28,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from foxhunt.errors import ConfigError
+from foxhunt.errors import ConfigError, FoxhuntError
 
 Overrides = tuple[str, ...]  # `--set` assignments, as `key=value` with the value written as TOML
 
@@ -119,30 +121,27 @@ class Outcome:
     error: str = ""
 
 
-def _trial(config: dict[str, Any], point_of: Trainable) -> None:
-    """What Ray runs for a batch of points (a function trainable): each point through the trainable in turn,
-    a point that raises recorded with its error; the batch's outcomes reported once, as JSON."""
-    from ray import tune
+def _point(trainable: Trainable, overrides: Overrides, seed: int) -> dict[str, Any]:
+    """What a Ray task runs for one point: its metrics, or the error it raised (a point's failure is its
+    outcome, not run again; a backtest reports nothing on the way and keeps no checkpoint: a point whose
+    worker died runs again whole)."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="foxhunt-point-") as workdir:
+            metrics = trainable(overrides, seed, _unheard, Path(workdir))
+        return {"metrics": metrics, "error": ""}
+    except Exception as e:  # noqa: BLE001 - a point's failure is its outcome; the sweep goes on
+        return {"metrics": {}, "error": f"{type(e).__name__}: {e}"}
 
-    def report(partial: dict[str, Any], checkpoint: bool = False) -> None:
-        tune.report({**partial, "done": False})  # a backtest keeps no checkpoint: a point runs again whole
 
-    done = []
-    for point in config["batch"]:
-        try:
-            with tempfile.TemporaryDirectory(prefix="foxhunt-point-") as workdir:
-                metrics = point_of(tuple(point["overrides"]), int(point["seed"]), report, Path(workdir))
-            done.append({"index": point["index"], "metrics": metrics, "error": ""})
-        except Exception as e:  # noqa: BLE001 - a point's failure is its outcome; the batch goes on
-            done.append({"index": point["index"], "metrics": {}, "error": f"{type(e).__name__}: {e}"})
-    tune.report({"outcomes": json.dumps(done, default=str), "done": True})
+def _unheard(metrics: dict[str, Any], checkpoint: bool = False) -> None:
+    """A sweep keeps a point's final metrics only."""
 
 
 def start_ray(workers: int, address: str | None = None) -> None:
     """Ray in this process, once: joined to the cluster at `address`, or started here with `workers` CPUs
     (without its dashboard, its workers' logs kept out of this command's output)."""
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # no TensorBoard or CSV files per trial
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # `tune`: no TensorBoard or CSV files per trial
     import ray
 
     if not ray.is_initialized():
@@ -150,46 +149,115 @@ def start_ray(workers: int, address: str | None = None) -> None:
         ray.init(address=address, **({} if address else {"num_cpus": max(1, workers)}), **options)
 
 
-def batches(count: int, workers: int, per_trial: int | None = None) -> list[range]:
-    """The points' indices cut into trials: `per_trial` each, or by default so that each worker runs
-    about four trials (enough to balance the load, few enough that Tune's cost of a trial, about a
-    worker-second here, is spread over several points)."""
-    size = per_trial or max(1, count // (4 * max(1, workers)))
-    return [range(start, min(start + size, count)) for start in range(0, count, size)]
+class Interrupted(FoxhuntError):
+    """A sweep stopped by Ctrl-C; what finished is kept in its record, and `--resume` runs the rest."""
+
+
+class Record:
+    """A sweep's record, `points.jsonl` in its directory: the first line its points and seed, then a line
+    for each finished point (its index, metrics and error), appended and synced to disk as the point comes
+    in, so that a sweep stopped any way (Ctrl-C, a crash, the machine) loses no finished point. A last line
+    cut short by a crash is ignored (that point runs again); any other line that does not read is an error
+    naming it."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / "points.jsonl"
+
+    def create(self, points: Sequence[Overrides], seed: int) -> None:
+        self.path.parent.mkdir(parents=True)
+        self._write({"points": [list(p) for p in points], "seed": seed})
+
+    def finished(self, points: Sequence[Overrides], seed: int) -> dict[int, dict[str, Any]]:
+        """The finished points' outcomes by index, after checking that the record is of these points."""
+        lines = self.path.read_text().splitlines()
+        head = self._line(lines, 0)
+        if head.get("points") != [list(p) for p in points] or head.get("seed") != seed:
+            raise ConfigError(f"{self.path}: the sweep was started with other points or another --seed; resume it"
+                              " with the same --grid (or --random, --samples and --seed) and --set")
+        done: dict[int, dict[str, Any]] = {}
+        for number in range(1, len(lines)):
+            try:
+                entry = self._line(lines, number)
+            except ConfigError:
+                if number == len(lines) - 1:
+                    break  # cut short by a crash while it was written: that point runs again
+                raise
+            done[int(entry["index"])] = entry
+        return done
+
+    def add(self, index: int, outcome: dict[str, Any]) -> None:
+        self._write({"index": index, **outcome})
+
+    def _line(self, lines: list[str], number: int) -> dict[str, Any]:
+        try:
+            entry = json.loads(lines[number])
+            if not isinstance(entry, dict) or (number and not isinstance(entry.get("index"), int)):
+                raise ValueError("not a point's outcome")
+            return entry
+        except (ValueError, IndexError) as e:
+            raise ConfigError(f"{self.path}, line {number + 1}: unreadable ({e}); the sweep's record is damaged"
+                              ) from None
+
+    def _write(self, entry: dict[str, Any]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(entry, default=str) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def run(trainable: Trainable, points: Sequence[Overrides], seed: int, directory: Path, name: str,
         workers: int, address: str | None = None, resume: bool = False, cpus_per_trial: float = 1.0,
-        gpus_per_trial: float = 0.0, retries: int = 2, per_trial: int | None = None) -> list[Outcome]:
-    """The points through Ray Tune, in trials of a few points (`batches`), `workers` trials at a time (with
-    no `address`, Ray starts inside this process on this machine with that many CPUs); their outcomes in
-    the points' order. A worker process runs one trial after another (`reuse_actors`), so what a trainable
-    keeps in its process (the journals a backtest read) serves the next point."""
-    from ray import tune
+        gpus_per_trial: float = 0.0, retries: int = 2) -> list[Outcome]:
+    """The points as Ray tasks, one a point, `workers` at a time (with no `address`, Ray starts inside this
+    process on this machine with that many CPUs); their outcomes in the points' order. Point `i` runs with
+    seed `seed + i`. A task whose worker process died runs again, `retries` times at most (Ray's
+    `max_retries`); a point that raises is reported with its error. Every finished point goes into the
+    sweep's record (`Record`, in `directory/name`) as it comes in; with `resume`, the points already there
+    are taken as they are and only the others run. Ray's worker processes run one task after another, so
+    what a trainable keeps in its process (the journals a backtest read) serves the next point."""
+    import ray
 
-    start_ray(workers, address)
     path = directory / name
-    trial = tune.with_resources(tune.with_parameters(_trial, point_of=trainable),
-                                {"cpu": cpus_per_trial, "gpu": gpus_per_trial})
-    tuner = restored(path, trial, resume, "sweep")
-    if tuner is None:
-        space = {"batch": tune.grid_search([[{"index": i, "overrides": list(points[i]), "seed": seed + i}
-                                             for i in batch] for batch in batches(len(points), workers, per_trial)])}
-        tuner = tune.Tuner(trial, param_space=space,
-                           tune_config=tune.TuneConfig(max_concurrent_trials=max(1, workers), reuse_actors=True),
-                           run_config=tune.RunConfig(name=name, storage_path=str(directory), verbose=0,
-                                                     failure_config=tune.FailureConfig(max_failures=retries)))
-    grid_results = tuner.fit()
+    record = Record(path)
+    if resume:
+        if not record.path.exists():
+            raise ConfigError(f"--resume: no sweep to resume in {path}")
+        finished = record.finished(points, seed)
+    elif path.exists():
+        raise ConfigError(f"sweep {name!r} exists in {directory}: --resume it, or give another --name")
+    else:
+        finished = {}
+    start_ray(workers, address)
+    if not resume:
+        record.create(points, seed)
     outcomes = {i: Outcome(i, tuple(p)) for i, p in enumerate(points)}
-    for result in grid_results:
-        indices = [int(point["index"]) for point in result.config["batch"]]
-        if result.error is None and result.metrics and result.metrics.get("done"):
-            for done in json.loads(result.metrics["outcomes"]):
-                outcomes[done["index"]].metrics, outcomes[done["index"]].error = done["metrics"], done["error"]
-            continue
-        why = first_line(result.error) if result.error is not None else "the trial reported no result"
-        for index in indices:
-            outcomes[index].error = why
+    for i, entry in finished.items():
+        outcomes[i].metrics, outcomes[i].error = entry["metrics"], entry["error"]
+    waiting = deque(i for i in range(len(points)) if i not in finished)
+    task = ray.remote(_point).options(num_cpus=cpus_per_trial, num_gpus=gpus_per_trial, max_retries=retries)
+    shared = ray.put(trainable)  # shipped to the object store once, not once a point
+    running: dict[Any, int] = {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < max(1, workers):
+                i = waiting.popleft()
+                running[task.remote(shared, points[i], seed + i)] = i
+            ready, _ = ray.wait(list(running), num_returns=1)
+            for ref in ready:
+                i = running.pop(ref)
+                try:
+                    outcome = ray.get(ref)
+                except ray.exceptions.RayError as e:  # its worker died more than `retries` times, or Ray lost it
+                    outcome = {"metrics": {}, "error": first_line(e)}
+                outcomes[i].metrics, outcomes[i].error = outcome["metrics"], outcome["error"]
+                record.add(i, outcome)
+    except KeyboardInterrupt:
+        done = sum(1 for o in outcomes.values() if o.metrics or o.error)
+        raise Interrupted(f"sweep {name!r} interrupted with {done} of {len(points)} points done (kept in {path}):"
+                          f" the same command with --name {name} --resume runs the rest") from None
+    finally:
+        for ref in running:
+            ray.cancel(ref, force=True)
     return [outcomes[i] for i in sorted(outcomes)]
 
 

@@ -68,7 +68,7 @@ for o in outcomes:
 
 
 def drive(tmp_path: Path, name: str, values: str, resume: bool = False, **kw) -> subprocess.Popen:
-    env = dict(os.environ) | {"PYTHONPATH": str(ROOT), "TUNE_GLOBAL_CHECKPOINT_S": "1"}
+    env = dict(os.environ) | {"PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path), name, "resume" if resume else "new", values],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
@@ -84,6 +84,11 @@ def runs(tmp_path: Path, x: str) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
+def kept(record: Path) -> int:
+    """The points a sweep's record holds (its first line is the points themselves)."""
+    return max(0, len(record.read_text().splitlines()) - 1) if record.exists() else 0
+
+
 def test_a_failing_point_is_reported_a_killed_worker_retried_and_the_others_finish(tmp_path):
     table = rows(drive(tmp_path, "faults", "a,fail,die,bbbb"))
     assert [r[0] for r in table] == ["0", "1", "2", "3"]
@@ -95,13 +100,15 @@ def test_a_failing_point_is_reported_a_killed_worker_retried_and_the_others_fini
 def test_an_interrupted_sweep_resumes_without_running_a_finished_point_again(tmp_path):
     first = drive(tmp_path, "resumed", "a,bb,slow,slow2")
     deadline = time.monotonic() + 120
-    while not (runs(tmp_path, "a") and runs(tmp_path, "bb") and runs(tmp_path, "slow")) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(3)  # the experiment's state is saved every second (TUNE_GLOBAL_CHECKPOINT_S)
+    record = tmp_path / "sweeps" / "resumed" / "points.jsonl"
+    while not (runs(tmp_path, "slow") and kept(record) == 3) and time.monotonic() < deadline:
+        time.sleep(0.2)  # a, bb and slow2 are done and kept; slow waits
     first.send_signal(signal.SIGINT)  # Ctrl-C
-    first.communicate(timeout=120)
+    _, err = first.communicate(timeout=120)
+    assert first.returncode != 0 and "interrupted with 3 of 4 points done" in err and "--resume" in err
     assert runs(tmp_path, "a") == 1 and runs(tmp_path, "bb") == 1
     (tmp_path / "go").write_text("")
     table = rows(drive(tmp_path, "resumed", "a,bb,slow,slow2", resume=True))
     assert [r[1] for r in table] == ["1.0", "2.0", "4.0", "5.0"]
-    assert runs(tmp_path, "a") == 1 and runs(tmp_path, "bb") == 1  # finished before: not run again
+    assert runs(tmp_path, "a") == runs(tmp_path, "bb") == runs(tmp_path, "slow2") == 1  # finished: not run again
+    assert runs(tmp_path, "slow") == 2

@@ -49,11 +49,31 @@ def test_the_best_point_skips_failures_and_nan_and_takes_the_first_of_equals():
     assert sweep.best(outcomes, "pnl") is None
 
 
-def test_points_go_to_trials_in_batches_that_keep_every_worker_busy():
-    assert sweep.batches(32, 2) == [range(i, i + 4) for i in range(0, 32, 4)]  # four trials a worker
-    assert sweep.batches(4, 2) == [range(i, i + 1) for i in range(4)]
-    assert sweep.batches(10, 2, per_trial=3) == [range(0, 3), range(3, 6), range(6, 9), range(9, 10)]
-    assert [i for b in sweep.batches(1000, 7) for i in b] == list(range(1000))
+def test_a_sweeps_record_keeps_each_finished_point_and_refuses_other_points(tmp_path):
+    points, record = [("x=1",), ("x=2",), ("x=3",)], sweep.Record(tmp_path / "s")
+    record.create(points, 7)
+    record.add(2, {"metrics": {"pnl": 1.5, "sharpe": float("nan")}, "error": ""})
+    record.add(0, {"metrics": {}, "error": "ValueError: no"})
+    done = record.finished(points, 7)
+    assert sorted(done) == [0, 2] and done[0]["error"] == "ValueError: no" and done[2]["metrics"]["pnl"] == 1.5
+    with pytest.raises(ConfigError, match="other points or another --seed"):
+        record.finished(points, 8)
+    with pytest.raises(ConfigError, match="other points"):
+        record.finished(points[:2], 7)
+    with pytest.raises(FileExistsError):
+        record.create(points, 7)  # a sweep's directory is made once
+
+
+def test_a_record_cut_short_by_a_crash_loses_only_the_point_being_written(tmp_path):
+    points, record = [("x=1",), ("x=2",)], sweep.Record(tmp_path / "s")
+    record.create(points, 1)
+    record.add(1, {"metrics": {"pnl": 2.0}, "error": ""})
+    with record.path.open("a") as f:
+        f.write('{"index": 0, "metr')  # the machine went down mid-line
+    assert sorted(record.finished(points, 1)) == [1]
+    record.path.write_text(record.path.read_text().replace('"index": 1', '"index": "one"') + "\n")
+    with pytest.raises(ConfigError, match=r"points.jsonl, line 2: unreadable"):
+        record.finished(points, 1)
 
 
 def test_a_sweep_without_its_extra_is_an_error_naming_the_extra(monkeypatch, capsys):
