@@ -103,3 +103,31 @@ def test_thinning_halves_the_samples_and_keeps_the_last(monkeypatch):
     run = t.finish()
     assert 50 <= len(run.ts) < 100 and run.ts == sorted(run.ts)
     assert len(run.mid["EURUSD"]) == len(run.ts)
+
+
+def test_a_symbol_and_a_currency_that_come_later_have_series_as_long_as_the_others():
+    t, kernel = tracker()
+    book = kernel.portfolio
+    seq = 1
+    for i in range(1, 7):
+        seq += 1
+        q = quote(i * S, "1.1") if i < 4 else QuoteTick(ts_event=i * S, ts_init=i * S, symbol="USDJPY",
+                                                          bid=d("150.0"), ask=d("150.02"))
+        t.append(q)
+        kernel.handle(seq, q)
+        if i == 2:
+            book.apply_fill(book.open_position("EURUSD", "USD", 1), Side.BUY, d("1000"), d("1.1"), d("1"))
+        if i == 5:
+            book.apply_fill(book.open_position("USDJPY", "JPY", 1), Side.SELL, d("10"), d("150.0"), d("20"))
+    run = t.finish()
+    n = len(run.ts)
+    assert n == 6 and sorted(run.equity) == ["JPY", "USD"] and sorted(run.position) == ["EURUSD", "USDJPY"]
+    assert all(len(series) == n for group in (run.equity, run.position, run.mid) for series in group.values())
+    # a sample is the state after an input: the JPY fill came after the fifth input, so from the fifth sample on
+    assert run.equity["JPY"] == [0.0] * 4 + [-20.0, -20.1]  # its commission, then marked at the next quote
+    assert run.equity["USD"][1:] == [-1.0] * 5  # the commission from the fill on; marks unchanged
+    # USDJPY's series begin (NaN before) at its first quote, the fourth input
+    assert all(math.isnan(v) for v in run.mid["USDJPY"][:3] + run.position["USDJPY"][:3])
+    assert run.mid["USDJPY"][3:] == [150.01] * 3 and run.position["USDJPY"][3:] == [0.0, -10.0, -10.0]
+    assert run.position["EURUSD"] == [0.0] + [1000.0] * 5
+    assert run.peak_gross == pytest.approx(1000 * 1.1 + 10 * 150.01)  # at market
