@@ -419,8 +419,10 @@ def cmd_sweep(args: argparse.Namespace, cfg: config.Config) -> int:
 
     _run_async(check)
     trainable = bootstrap.BacktestTrainable(cfg, dsn, tuple(args.journals), tuple(args.sets), args.rescore)
-    outcomes = sweep.run(trainable, points, args.seed, bootstrap.state_dir(cfg) / "sweeps", name, args.workers,
-                         args.address, args.resume)
+    with _bar(f"sweep {name}", None, args.json, "points") as update:
+        outcomes = sweep.run(trainable, points, args.seed, bootstrap.state_dir(cfg) / "sweeps", name, args.workers,
+                             args.address, args.resume, progress=lambda done, failed, total: update(
+                                 done, total=total, note=f"{failed} failed" if failed else ""))
     metric, mode = (args.metric[1:], "min") if args.metric.startswith("-") else (args.metric, "max")
     chosen = sweep.best(outcomes, metric, mode)
     if args.out and chosen is not None:

@@ -21,7 +21,7 @@ import math
 import os
 import tempfile
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -207,14 +207,17 @@ class Record:
 
 def run(trainable: Trainable, points: Sequence[Overrides], seed: int, directory: Path, name: str,
         workers: int, address: str | None = None, resume: bool = False, cpus_per_trial: float = 1.0,
-        gpus_per_trial: float = 0.0, retries: int = 2) -> list[Outcome]:
+        gpus_per_trial: float = 0.0, retries: int = 2,
+        progress: Callable[[int, int, int], None] | None = None) -> list[Outcome]:
     """The points as Ray tasks, one a point, `workers` at a time (with no `address`, Ray starts inside this
     process on this machine with that many CPUs); their outcomes in the points' order. Point `i` runs with
     seed `seed + i`. A task whose worker process died runs again, `retries` times at most (Ray's
     `max_retries`); a point that raises is reported with its error. Every finished point goes into the
     sweep's record (`Record`, in `directory/name`) as it comes in; with `resume`, the points already there
     are taken as they are and only the others run. Ray's worker processes run one task after another, so
-    what a trainable keeps in its process (the journals a backtest read) serves the next point."""
+    what a trainable keeps in its process (the journals a backtest read) serves the next point.
+    `progress(done, failed, total)` hears of the points this call runs (`total`, those resumed left out)
+    as each finishes."""
     import ray
 
     path = directory / name
@@ -234,6 +237,9 @@ def run(trainable: Trainable, points: Sequence[Overrides], seed: int, directory:
     for i, entry in finished.items():
         outcomes[i].metrics, outcomes[i].error = entry["metrics"], entry["error"]
     waiting = deque(i for i in range(len(points)) if i not in finished)
+    total, done, failed = len(waiting), 0, 0
+    if progress is not None:
+        progress(done, failed, total)
     task = ray.remote(_point).options(num_cpus=cpus_per_trial, num_gpus=gpus_per_trial, max_retries=retries)
     shared = ray.put(trainable)  # shipped to the object store once, not once a point
     running: dict[Any, int] = {}
@@ -251,6 +257,9 @@ def run(trainable: Trainable, points: Sequence[Overrides], seed: int, directory:
                     outcome = {"metrics": {}, "error": first_line(e)}
                 outcomes[i].metrics, outcomes[i].error = outcome["metrics"], outcome["error"]
                 record.add(i, outcome)
+                done, failed = done + 1, failed + bool(outcome["error"])
+                if progress is not None:
+                    progress(done, failed, total)
     except KeyboardInterrupt:
         done = sum(1 for o in outcomes.values() if o.metrics or o.error)
         raise Interrupted(f"sweep {name!r} interrupted with {done} of {len(points)} points done (kept in {path}):"

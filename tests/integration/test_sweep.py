@@ -61,9 +61,12 @@ from tests.sweep_points import Recording
 
 directory, name, resume, values = sys.argv[1], sys.argv[2], sys.argv[3] == "resume", sys.argv[4].split(",")
 points = [(f'x="{v}"',) for v in values]
-outcomes = sweep.run(Recording(directory), points, 100, Path(directory) / "sweeps", name, 2, resume=resume, retries=1)
+heard = []
+outcomes = sweep.run(Recording(directory), points, 100, Path(directory) / "sweeps", name, 2, resume=resume, retries=1,
+                     progress=lambda *counts: heard.append(counts))
 for o in outcomes:
     print(o.index, o.metrics.get("score"), o.metrics.get("seed"), o.error or "-", sep="\\t")
+print("progress", *heard[-1], len(heard))  # done, failed, total, and how many times it was heard
 """
 
 
@@ -76,7 +79,7 @@ def drive(tmp_path: Path, name: str, values: str, resume: bool = False, **kw) ->
 def rows(process: subprocess.Popen) -> list[list[str]]:
     out, err = process.communicate(timeout=300)
     assert process.returncode == 0, err[-3000:]
-    return [line.split("\t") for line in out.splitlines() if line and line[0].isdigit()]
+    return [line.split("\t") for line in out.splitlines() if line and (line[0].isdigit() or line[:8] == "progress")]
 
 
 def runs(tmp_path: Path, x: str) -> int:
@@ -91,6 +94,7 @@ def kept(record: Path) -> int:
 
 def test_a_failing_point_is_reported_a_killed_worker_retried_and_the_others_finish(tmp_path):
     table = rows(drive(tmp_path, "faults", "a,fail,die,bbbb"))
+    assert table.pop() == ["progress 4 1 4 5"]  # at the start, then at each point's end: 4 done, 1 failed
     assert [r[0] for r in table] == ["0", "1", "2", "3"]
     assert table[0][1:3] == ["1.0", "100"] and table[3][1:3] == ["4.0", "103"]  # seed: the sweep's plus the index
     assert "this point cannot be computed" in table[1][3]
@@ -109,6 +113,7 @@ def test_an_interrupted_sweep_resumes_without_running_a_finished_point_again(tmp
     assert runs(tmp_path, "a") == 1 and runs(tmp_path, "bb") == 1
     (tmp_path / "go").write_text("")
     table = rows(drive(tmp_path, "resumed", "a,bb,slow,slow2", resume=True))
+    assert table.pop() == ["progress 1 0 1 2"]  # only slow ran
     assert [r[1] for r in table] == ["1.0", "2.0", "4.0", "5.0"]
     assert runs(tmp_path, "a") == runs(tmp_path, "bb") == runs(tmp_path, "slow2") == 1  # finished: not run again
     assert runs(tmp_path, "slow") == 2
