@@ -1,6 +1,7 @@
 """The modules compiled to C by mypyc, and the check that only ever runs them when they match their source.
 
-Every quote of a backtest runs through the kernel, the reference strategies and the simulated venue,
+Every quote of a backtest runs through the kernel, the reference strategies and the simulated venue (and
+the report's tracker, where the backtest is reported on or is a sweep's point),
 every FIX message in or out through the FIX venue's parsing (foxhunt's own share of an order's round
 trip), and every row of `foxhunt ingest` through a CSV feed, the fixed-point parser and the COPY
 formatting, so those modules are compiled by mypyc (from the same .py files, through their type
@@ -47,6 +48,7 @@ MODULES = (
     "foxhunt.adapters.journal.pg_copy",
     "foxhunt.messages.fixed_point",
     "foxhunt.runtime.loop",
+    "foxhunt.runtime.tracking",
 )
 
 ROOT = Path(__file__).resolve().parent.parent  # where the `foxhunt` package lies

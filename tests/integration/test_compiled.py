@@ -37,6 +37,16 @@ from foxhunt.messages.orders import OrderType, Side, TimeInForce
 from foxhunt.runtime.clock import EventClock
 from foxhunt.runtime.loop import TradingLoop
 from foxhunt.runtime.recovery import build_kernel
+from foxhunt.runtime.report import TrackingJournal
+from foxhunt.runtime.tracking import Tracker
+
+
+def plain(x):  # a Run's fields as comparable data, floats by their bits
+    if isinstance(x, dict):
+        return {k: plain(v) for k, v in sorted(x.items())}
+    if isinstance(x, (list, tuple)) or hasattr(x, "typecode"):
+        return [plain(v) for v in x]
+    return x.hex() if isinstance(x, float) else x
 
 
 class Hashing(DiscardingJournal):
@@ -82,15 +92,18 @@ def run(strategy, latency_ns, quotes=20_000):
         kernel = build_kernel(msgspec.structs.replace(trading, strategy=params))
     venue = SimVenue(instruments, msgspec.structs.replace(trading.venue, latency_ns=latency_ns), EventClock())
     journal = Hashing()
+    tracker = Tracker(kernel, strategy)  # the report's, as a backtest that is reported on has it
     feed = SyntheticFeed(7, quotes, instruments["EURUSD"], parse_fixed("1.10000"), EventClock())
 
     async def go():
-        loop = TradingLoop(kernel, venue, journal)
+        loop = TradingLoop(kernel, venue, TrackingJournal(journal, tracker))
         for q in feed:
             await loop.take(q)
 
     anyio.run(go)
-    return [journal.last_seq, journal.sha.hexdigest(), kernel.state_digest()]
+    report = tracker.finish()
+    tracked = hashlib.sha256(repr(plain({f: getattr(report, f) for f in report.__dataclass_fields__})).encode())
+    return [journal.last_seq, journal.sha.hexdigest(), kernel.state_digest(), tracked.hexdigest()]
 
 
 runs = {f"{s}/{lat}": run(s, lat) for s, lat in [("ema_cross", 0), ("zscore", 5_000_000), ("every_kind", 0),
