@@ -1,7 +1,7 @@
 """`foxhunt sweep` against the same points one after another in one process: backtests per minute.
 
 A journal of about 300,000 events (`synthetic:seed=5,n=260000` paper-traded, made once and kept), and 32
-points (strategy.ema_cross.fast 4 to 11 times slow 30, 40, 50, 60). The same trainable
+points (strategy.ema_cross.fast 4 to 11 times slow 30, 40, 50, 60; more points, more slow values: 70, 80, ...). The same trainable
 (bootstrap.BacktestTrainable: a replay backtest, the journal read into memory once per process) runs them
 in a loop in this process, before and after the same points through Ray with `--workers` workers (Ray
 started inside, as `foxhunt sweep` does; its start timed apart; each point a Ray task: training/sweep.py).
@@ -48,7 +48,8 @@ def main() -> None:
     if not anyio.run(exists):
         subprocess.run([sys.executable, "-m", "foxhunt", "run", "--journal", JOURNAL, "--feed",
                         "synthetic:seed=5,n=260000", "--clock", "feed", "--json"], check=True, capture_output=True)
-    points = sweep.grid(["strategy.ema_cross.fast=4,5,6,7,8,9,10,11", "strategy.ema_cross.slow=30,40,50,60"])
+    slows = ",".join(str(30 + 10 * i) for i in range(max(4, -(-args.points // 8))))  # 30..60 for 32 points
+    points = sweep.grid(["strategy.ema_cross.fast=4,5,6,7,8,9,10,11", f"strategy.ema_cross.slow={slows}"])
     points = points[: args.points]
     trainable = bootstrap.BacktestTrainable(cfg, dsn, (JOURNAL,))
 
