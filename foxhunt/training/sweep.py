@@ -15,13 +15,15 @@ a point's overrides and a seed to its metrics. This module knows Ray and the poi
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import math
 import os
 import tempfile
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -185,6 +187,18 @@ class Record:
             done[int(entry["index"])] = entry
         return done
 
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """The record for this process alone while it runs the sweep: a second process running the same
+        sweep (a resume started twice) would run its points again beside it."""
+        with (self.path.parent / "lock").open("w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ConfigError(f"sweep {self.path.parent.name!r} is being run by another process (its lock:"
+                                  f" {lock.name})") from None
+            yield
+
     def add(self, index: int, outcome: dict[str, Any]) -> None:
         self._write({"index": index, **outcome})
 
@@ -218,21 +232,28 @@ def run(trainable: Trainable, points: Sequence[Overrides], seed: int, directory:
     what a trainable keeps in its process (the journals a backtest read) serves the next point.
     `progress(done, failed, total)` hears of the points this call runs (`total`, those resumed left out)
     as each finishes."""
-    import ray
-
     path = directory / name
     record = Record(path)
     if resume:
         if not record.path.exists():
             raise ConfigError(f"--resume: no sweep to resume in {path}")
-        finished = record.finished(points, seed)
     elif path.exists():
         raise ConfigError(f"sweep {name!r} exists in {directory}: --resume it, or give another --name")
     else:
-        finished = {}
-    start_ray(workers, address)
-    if not resume:
         record.create(points, seed)
+    with record.held():
+        finished = record.finished(points, seed) if resume else {}
+        start_ray(workers, address)
+        return _run(trainable, points, seed, name, workers, cpus_per_trial, gpus_per_trial, retries, progress,
+                    record, finished)
+
+
+def _run(trainable: Trainable, points: Sequence[Overrides], seed: int, name: str, workers: int,
+         cpus_per_trial: float, gpus_per_trial: float, retries: int,
+         progress: Callable[[int, int, int], None] | None, record: Record,
+         finished: dict[int, dict[str, Any]]) -> list[Outcome]:
+    import ray
+
     outcomes = {i: Outcome(i, tuple(p)) for i, p in enumerate(points)}
     for i, entry in finished.items():
         outcomes[i].metrics, outcomes[i].error = entry["metrics"], entry["error"]
@@ -262,7 +283,8 @@ def run(trainable: Trainable, points: Sequence[Overrides], seed: int, directory:
                     progress(done, failed, total)
     except KeyboardInterrupt:
         done = sum(1 for o in outcomes.values() if o.metrics or o.error)
-        raise Interrupted(f"sweep {name!r} interrupted with {done} of {len(points)} points done (kept in {path}):"
+        raise Interrupted(f"sweep {name!r} interrupted with {done} of {len(points)} points done (kept in"
+                          f" {record.path.parent}):"
                           f" the same command with --name {name} --resume runs the rest") from None
     finally:
         for ref in running:

@@ -171,3 +171,13 @@ def test_a_tunes_metric_keeps_the_models_own_sense_and_a_sign_asks_for_the_least
     assert objective("validation_loss", "validation_loss", "min") == ("validation_loss", "min")  # not the most loss
     assert objective("test_h1_ic", "validation_loss", "min") == ("test_h1_ic", "max")
     assert objective("-held_out_max_drawdown_bp", "held_out_pnl_bp", "max") == ("held_out_max_drawdown_bp", "min")
+
+
+def test_a_sweep_runs_in_one_process_at_a_time(tmp_path):
+    record = sweep.Record(tmp_path / "s")
+    record.create([("x=1",)], 1)
+    with record.held():
+        with pytest.raises(ConfigError, match="'s' is being run by another process"), record.held():
+            pass  # flock is per open file: a second open, as another process's, is refused
+    with record.held():
+        pass  # and free again once the first is done
