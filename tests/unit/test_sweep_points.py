@@ -176,8 +176,7 @@ def test_a_tunes_metric_keeps_the_models_own_sense_and_a_sign_asks_for_the_least
 def test_a_sweep_runs_in_one_process_at_a_time(tmp_path):
     record = sweep.Record(tmp_path / "s")
     record.create([("x=1",)], 1)
-    with record.held():
-        with pytest.raises(ConfigError, match="'s' is being run by another process"), record.held():
-            pass  # flock is per open file: a second open, as another process's, is refused
+    with record.held(), pytest.raises(ConfigError, match="'s' is being run by another process"), record.held():
+        pass  # flock is per open file: a second open, as another process's, is refused
     with record.held():
         pass  # and free again once the first is done
