@@ -12,7 +12,11 @@ Determinism is on (make_deterministic) for all three. The weights are the seed's
 does not depend on their values.
 
     python bench/inference_latency.py --device cuda [--calls 10000] [--out DIR]      (on the H200)
+    python bench/inference_latency.py --device cuda --archs tft --ways compiled      (one way alone)
     python bench/inference_latency.py --device cpu --size tiny --calls 500           (a dry run here)
+
+`--ways` picks which of the three run (each process captures its own graphs: torch 2.11's compiled graphs
+of the TFT and Mamba2 crashed beside the scorer's own in one process, so those run in a process apart).
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=10_000)
     p.add_argument("--block", type=int, default=500)
     p.add_argument("--archs", default=",".join(ARCHITECTURES))
-    p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--ways", default="graph,eager,compiled", help="which of graph, eager, compiled to time")
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     args = p.parse_args()
     make_deterministic(4)
@@ -73,13 +77,17 @@ def main() -> None:
     inputs = rng.normal(size=(args.block, 1, args.window, spec.width)).astype(np.float32)
     report = {"environment": fingerprint(device), "size": args.size, "window": args.window, "batch": 1}
     for arch in args.archs.split(","):
-        model = build(arch, TrainConfig().model(arch, args.size), shape, seed=1)
-        ways = {"graph" if device.type == "cuda" else "cpu": Scorer(model, args.window, spec.width, device, batch=1)}
-        base = next(iter(ways))
+        wanted = args.ways.split(",") if device.type == "cuda" else ["cpu"]
+        ways = {}
+        if "graph" in wanted or "cpu" in wanted:
+            ways[wanted[0] if wanted[0] == "cpu" else "graph"] = Scorer(
+                build(arch, TrainConfig().model(arch, args.size), shape, seed=1), args.window, spec.width, device,
+                batch=1)
         if device.type == "cuda":
-            ways["eager"] = Scorer(build(arch, TrainConfig().model(arch, args.size), shape, seed=1), args.window,
-                                   spec.width, device, batch=1, graph=False)
-            if not args.no_compile:
+            if "eager" in wanted:
+                ways["eager"] = Scorer(build(arch, TrainConfig().model(arch, args.size), shape, seed=1), args.window,
+                                       spec.width, device, batch=1, graph=False)
+            if "compiled" in wanted:
                 started = time.perf_counter()
                 try:
                     ways["compiled"] = Compiled(Scorer(build(arch, TrainConfig().model(arch, args.size), shape,
@@ -87,6 +95,9 @@ def main() -> None:
                     report.setdefault(arch, {})["compile_seconds"] = round(time.perf_counter() - started, 1)
                 except Exception as e:  # noqa: BLE001 - reported, the other ways still run
                     report.setdefault(arch, {})["compiled"] = f"{type(e).__name__}: {str(e)[:300]}"
+        if not ways:
+            continue
+        base = next(iter(ways))
         first = {name: way.score(inputs[0]) for name, way in ways.items()}
         same = {name: bool(np.array_equal(out, first[base])) for name, out in first.items()}
         took: dict[str, list[int]] = {name: [] for name in ways}
