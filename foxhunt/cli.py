@@ -99,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument("--seed", type=int, default=1, metavar="N", help="draws the random points (default 1)")
     swp.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1, metavar="N",
                      help="points at a time (default: this machine's CPUs)")
+    swp.add_argument("--cpus-per-trial", type=_positive_float, default=1.0, metavar="N",
+                     help="CPUs a point takes (default 1)")
+    swp.add_argument("--gpus-per-trial", type=_positive_float, default=None, metavar="X",
+                     help="a GPU share a point takes, for --rescore on a GPU ([scoring] device = \"cuda\")")
     swp.add_argument("--address", metavar="ADDR", help="join this Ray cluster (default: Ray inside this command)")
     swp.add_argument("--metric", default="sharpe", metavar="NAME", help="what the best point has most of"
                      " (default sharpe; pnl, total_return, ... or -drawdown for the least)")
@@ -421,7 +425,8 @@ def cmd_sweep(args: argparse.Namespace, cfg: config.Config) -> int:
     trainable = bootstrap.BacktestTrainable(cfg, dsn, tuple(args.journals), tuple(args.sets), args.rescore)
     with _bar(f"sweep {name}", None, args.json, "points") as update:
         outcomes = sweep.run(trainable, points, args.seed, bootstrap.state_dir(cfg) / "sweeps", name, args.workers,
-                             args.address, args.resume, progress=lambda done, failed, total: update(
+                             args.address, args.resume, args.cpus_per_trial, args.gpus_per_trial or 0.0,
+                             progress=lambda done, failed, total: update(
                                  done, total=total, note=f"{failed} failed" if failed else ""))
     metric, mode = (args.metric[1:], "min") if args.metric.startswith("-") else (args.metric, "max")
     chosen = sweep.best(outcomes, metric, mode)

@@ -139,9 +139,13 @@ def _unheard(metrics: dict[str, Any], checkpoint: bool = False) -> None:
     """A sweep keeps a point's final metrics only."""
 
 
-def start_ray(workers: int, address: str | None = None) -> None:
+def start_ray(workers: int, address: str | None = None, cpus_per_trial: float = 1.0,
+              gpus_per_trial: float = 0.0) -> None:
     """Ray in this process, once: joined to the cluster at `address`, or started here with `workers` CPUs
-    (without its dashboard, its workers' logs kept out of this command's output)."""
+    (without its dashboard, its workers' logs kept out of this command's output). Started here, a ConfigError
+    where one trial's CPUs or GPU share is more than this machine's Ray has: nothing could run (Ray would
+    wait for ever). A cluster joined may grow (an autoscaler adds the nodes asked for), so it is not
+    checked."""
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # `tune`: no TensorBoard or CSV files per trial
     import ray
@@ -149,6 +153,14 @@ def start_ray(workers: int, address: str | None = None) -> None:
     if not ray.is_initialized():
         options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
         ray.init(address=address, **({} if address else {"num_cpus": max(1, workers)}), **options)
+    if address is None:
+        have = ray.cluster_resources()
+        for option, need, kind in (("--cpus-per-trial", cpus_per_trial, "CPU"), ("--gpus-per-trial", gpus_per_trial,
+                                                                                 "GPU")):
+            if need > have.get(kind, 0):
+                raise ConfigError(f"{option} {need:g}: Ray on this machine has {have.get(kind, 0):g} {kind} (with"
+                                  f" --workers {workers}), so no trial could start; ask for less, or join a"
+                                  " cluster that has them (--address)")
 
 
 class Interrupted(FoxhuntError):
@@ -239,11 +251,11 @@ def run(trainable: Trainable, points: Sequence[Overrides], seed: int, directory:
             raise ConfigError(f"--resume: no sweep to resume in {path}")
     elif path.exists():
         raise ConfigError(f"sweep {name!r} exists in {directory}: --resume it, or give another --name")
-    else:
+    start_ray(workers, address, cpus_per_trial, gpus_per_trial)
+    if not resume:
         record.create(points, seed)
     with record.held():
         finished = record.finished(points, seed) if resume else {}
-        start_ray(workers, address)
         return _run(trainable, points, seed, name, workers, cpus_per_trial, gpus_per_trial, retries, progress,
                     record, finished)
 

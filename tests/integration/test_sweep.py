@@ -51,6 +51,16 @@ def test_a_sweep_through_ray_equals_the_same_replays_one_by_one(cli_env, journal
     taken = foxhunt("sweep", "--journal", journal_name, "--grid", "strategy.ema_cross.fast=5", "--name",
                     f"{journal_name}-grid", env=cli_env)
     assert taken.returncode == 2 and "--resume it, or give another --name" in taken.stderr
+    # a point that asks for more than this machine's Ray has is refused, not left waiting for ever
+    greedy = foxhunt("sweep", "--journal", journal_name, "--grid", "strategy.ema_cross.fast=5", "--workers", "1",
+                     "--gpus-per-trial", "4", "--name", f"{journal_name}-gpus", env=cli_env)
+    assert greedy.returncode == 2 and "--gpus-per-trial 4: Ray on this machine has" in greedy.stderr
+    too_many = foxhunt("sweep", "--journal", journal_name, "--grid", "strategy.ema_cross.fast=5", "--workers", "1",
+                       "--cpus-per-trial", "2", "--name", f"{journal_name}-cpus", env=cli_env)
+    assert too_many.returncode == 2 and "--cpus-per-trial 2: Ray on this machine has 1 CPU" in too_many.stderr
+    again = foxhunt("sweep", "--journal", journal_name, "--grid", "strategy.ema_cross.fast=5", "--workers", "1",
+                    "--name", f"{journal_name}-cpus", env=cli_env)
+    assert again.returncode == 0, again.stderr  # the refused sweep left nothing behind its name
 
 
 DRIVER = """

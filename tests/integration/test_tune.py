@@ -62,6 +62,10 @@ def test_a_tune_of_four_trials_stores_its_best_model_and_a_plain_train_of_its_va
                           (["--space", "train.models.mlp.hidden=choice:0|8"], "hidden")]:
         refused = foxhunt("tune", "mlp", "--journal", journal_name, *args, env=env)
         assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+    # a trial that asks for a GPU this machine's Ray does not have is refused, not left waiting for ever
+    greedy = foxhunt("tune", "mlp", "--journal", journal_name, "--space", "train.learning_rate=log:0.001:0.01",
+                     "--trials", "1", "--workers", "1", "--gpus-per-trial", "2", env=env)
+    assert greedy.returncode == 2 and "--gpus-per-trial 2: Ray on this machine has" in greedy.stderr, greedy.stderr
 
 
 DRIVER = """
