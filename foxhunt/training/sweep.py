@@ -155,8 +155,8 @@ def start_ray(workers: int, address: str | None = None, cpus_per_trial: float = 
         ray.init(address=address, **({} if address else {"num_cpus": max(1, workers)}), **options)
     if address is None:
         have = ray.cluster_resources()
-        for option, need, kind in (("--cpus-per-trial", cpus_per_trial, "CPU"), ("--gpus-per-trial", gpus_per_trial,
-                                                                                 "GPU")):
+        asked = (("--cpus-per-trial", cpus_per_trial, "CPU"), ("--gpus-per-trial", gpus_per_trial, "GPU"))
+        for option, need, kind in asked:
             if need > have.get(kind, 0):
                 raise ConfigError(f"{option} {need:g}: Ray on this machine has {have.get(kind, 0):g} {kind} (with"
                                   f" --workers {workers}), so no trial could start; ask for less, or join a"
