@@ -427,7 +427,8 @@ def cmd_sweep(args: argparse.Namespace, cfg: config.Config) -> int:
         outcomes = sweep.run(trainable, points, args.seed, bootstrap.state_dir(cfg) / "sweeps", name, args.workers,
                              args.address, args.resume, args.cpus_per_trial, args.gpus_per_trial or 0.0,
                              progress=lambda done, failed, total: update(
-                                 done, total=total, note=f"{failed} failed" if failed else ""))
+                                 done, total=total, note=f"{failed} failed" if failed else ""),
+                             context={"journals": args.journals, "sets": args.sets, "rescore": args.rescore})
     metric, mode = (args.metric[1:], "min") if args.metric.startswith("-") else (args.metric, "max")
     chosen = sweep.best(outcomes, metric, mode)
     if args.out and chosen is not None:

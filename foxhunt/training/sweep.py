@@ -177,17 +177,21 @@ class Record:
     def __init__(self, directory: Path) -> None:
         self.path = directory / "points.jsonl"
 
-    def create(self, points: Sequence[Overrides], seed: int) -> None:
+    def create(self, points: Sequence[Overrides], seed: int, context: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True)
-        self._write({"points": [list(p) for p in points], "seed": seed})
+        self._write({"points": [list(p) for p in points], "seed": seed, "context": context})
 
-    def finished(self, points: Sequence[Overrides], seed: int) -> dict[int, dict[str, Any]]:
-        """The finished points' outcomes by index, after checking that the record is of these points."""
+    def finished(self, points: Sequence[Overrides], seed: int, context: dict[str, Any]) -> dict[int, dict[str, Any]]:
+        """The finished points' outcomes by index, after checking that the record is of these points, this seed
+        and this context (what else decides a point's outcome: for a backtest, its journals and `--set`)."""
         lines = self.path.read_text().splitlines()
         head = self._line(lines, 0)
         if head.get("points") != [list(p) for p in points] or head.get("seed") != seed:
             raise ConfigError(f"{self.path}: the sweep was started with other points or another --seed; resume it"
-                              " with the same --grid (or --random, --samples and --seed) and --set")
+                              " with the same --grid (or --random, --samples and --seed)")
+        if head.get("context") != json.loads(json.dumps(context)):
+            raise ConfigError(f"{self.path}: the sweep was started with {head.get('context')}, not {context}: resume"
+                              " it as it was started")
         done: dict[int, dict[str, Any]] = {}
         for number in range(1, len(lines)):
             try:
@@ -233,8 +237,8 @@ class Record:
 
 def run(trainable: Trainable, points: Sequence[Overrides], seed: int, directory: Path, name: str,
         workers: int, address: str | None = None, resume: bool = False, cpus_per_trial: float = 1.0,
-        gpus_per_trial: float = 0.0, retries: int = 2,
-        progress: Callable[[int, int, int], None] | None = None) -> list[Outcome]:
+        gpus_per_trial: float = 0.0, retries: int = 2, progress: Callable[[int, int, int], None] | None = None,
+        context: dict[str, Any] | None = None) -> list[Outcome]:
     """The points as Ray tasks, one a point, `workers` at a time (with no `address`, Ray starts inside this
     process on this machine with that many CPUs); their outcomes in the points' order. Point `i` runs with
     seed `seed + i`. A task whose worker process died runs again, `retries` times at most (Ray's
@@ -243,7 +247,8 @@ def run(trainable: Trainable, points: Sequence[Overrides], seed: int, directory:
     are taken as they are and only the others run. Ray's worker processes run one task after another, so
     what a trainable keeps in its process (the journals a backtest read) serves the next point.
     `progress(done, failed, total)` hears of the points this call runs (`total`, those resumed left out)
-    as each finishes."""
+    as each finishes. `context` (JSON): what else decides a point's outcome, kept in the record, which a
+    resume must give the same."""
     path = directory / name
     record = Record(path)
     if resume:
@@ -253,9 +258,9 @@ def run(trainable: Trainable, points: Sequence[Overrides], seed: int, directory:
         raise ConfigError(f"sweep {name!r} exists in {directory}: --resume it, or give another --name")
     start_ray(workers, address, cpus_per_trial, gpus_per_trial)
     if not resume:
-        record.create(points, seed)
+        record.create(points, seed, context or {})
     with record.held():
-        finished = record.finished(points, seed) if resume else {}
+        finished = record.finished(points, seed, context or {}) if resume else {}
         return _run(trainable, points, seed, name, workers, cpus_per_trial, gpus_per_trial, retries, progress,
                     record, finished)
 

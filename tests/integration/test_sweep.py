@@ -51,6 +51,14 @@ def test_a_sweep_through_ray_equals_the_same_replays_one_by_one(cli_env, journal
     taken = foxhunt("sweep", "--journal", journal_name, "--grid", "strategy.ema_cross.fast=5", "--name",
                     f"{journal_name}-grid", env=cli_env)
     assert taken.returncode == 2 and "--resume it, or give another --name" in taken.stderr
+    # a finished sweep resumed as it was started runs nothing and gives the same table; with another --set, refused
+    grid = ["--grid", "strategy.ema_cross.fast=5,10", "--grid", "strategy.ema_cross.slow=30,40"]
+    resumed = summary("sweep", "--journal", journal_name, *grid, "--workers", "2", "--metric", "pnl", "--name",
+                      f"{journal_name}-grid", "--resume", env=cli_env)
+    assert resumed["points"] == points and resumed["best"] == done["best"]
+    other = foxhunt("sweep", "--journal", journal_name, *grid, "--set", "venue.fee_bps=0.3", "--name",
+                    f"{journal_name}-grid", "--resume", env=cli_env)
+    assert other.returncode == 2 and "resume it as it was started" in other.stderr, other.stderr
     # a point that asks for more than this machine's Ray has is refused, not left waiting for ever
     greedy = foxhunt("sweep", "--journal", journal_name, "--grid", "strategy.ema_cross.fast=5", "--workers", "1",
                      "--gpus-per-trial", "4", "--name", f"{journal_name}-gpus", env=cli_env)

@@ -51,29 +51,32 @@ def test_the_best_point_skips_failures_and_nan_and_takes_the_first_of_equals():
 
 def test_a_sweeps_record_keeps_each_finished_point_and_refuses_other_points(tmp_path):
     points, record = [("x=1",), ("x=2",), ("x=3",)], sweep.Record(tmp_path / "s")
-    record.create(points, 7)
+    context = {"journals": ["a"], "sets": ["venue.fee_bps=0.2"], "rescore": False}
+    record.create(points, 7, context)
     record.add(2, {"metrics": {"pnl": 1.5, "sharpe": float("nan")}, "error": ""})
     record.add(0, {"metrics": {}, "error": "ValueError: no"})
-    done = record.finished(points, 7)
+    done = record.finished(points, 7, context)
     assert sorted(done) == [0, 2] and done[0]["error"] == "ValueError: no" and done[2]["metrics"]["pnl"] == 1.5
     with pytest.raises(ConfigError, match="other points or another --seed"):
-        record.finished(points, 8)
+        record.finished(points, 8, context)
     with pytest.raises(ConfigError, match="other points"):
-        record.finished(points[:2], 7)
+        record.finished(points[:2], 7, context)
+    with pytest.raises(ConfigError, match="was started with .*venue.fee_bps=0.2.*, not .*venue.fee_bps=0.3"):
+        record.finished(points, 7, context | {"sets": ["venue.fee_bps=0.3"]})  # a resume with another --set
     with pytest.raises(FileExistsError):
-        record.create(points, 7)  # a sweep's directory is made once
+        record.create(points, 7, context)  # a sweep's directory is made once
 
 
 def test_a_record_cut_short_by_a_crash_loses_only_the_point_being_written(tmp_path):
     points, record = [("x=1",), ("x=2",)], sweep.Record(tmp_path / "s")
-    record.create(points, 1)
+    record.create(points, 1, {})
     record.add(1, {"metrics": {"pnl": 2.0}, "error": ""})
     with record.path.open("a") as f:
         f.write('{"index": 0, "metr')  # the machine went down mid-line
-    assert sorted(record.finished(points, 1)) == [1]
+    assert sorted(record.finished(points, 1, {})) == [1]
     record.path.write_text(record.path.read_text().replace('"index": 1', '"index": "one"') + "\n")
     with pytest.raises(ConfigError, match=r"points.jsonl, line 2: unreadable"):
-        record.finished(points, 1)
+        record.finished(points, 1, {})
 
 
 def test_a_sweep_without_its_extra_is_an_error_naming_the_extra(monkeypatch, capsys):
@@ -175,7 +178,7 @@ def test_a_tunes_metric_keeps_the_models_own_sense_and_a_sign_asks_for_the_least
 
 def test_a_sweep_runs_in_one_process_at_a_time(tmp_path):
     record = sweep.Record(tmp_path / "s")
-    record.create([("x=1",)], 1)
+    record.create([("x=1",)], 1, {})
     with record.held(), pytest.raises(ConfigError, match="'s' is being run by another process"), record.held():
         pass  # flock is per open file: a second open, as another process's, is refused
     with record.held():
