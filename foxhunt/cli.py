@@ -495,6 +495,10 @@ def cmd_tune(args: argparse.Namespace, cfg: config.Config) -> int:
     name = args.name or f"tune-{args.model}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     dimensions = (tune.saved_space(searches / name) if args.resume
                   else tune.space(args.space, kind.sections))
+    context = {key: getattr(args, key) for key in ("model", "journals", "start", "end", "sets", "seed", "size",
+                                                   "device", "symbol")}  # what else decides the trials
+    if args.resume:
+        tune.check_context(searches / name, context)
     edges = [cfg] + [config.override(cfg, tune.overrides({d.key: v})) for d in dimensions for v in d.ends()]
     for edge in edges:  # every edge of the space makes a model, before any data is read
         edge.agents.agent(args.model, args.size) if agent else edge.train.model(args.model, args.size)
@@ -505,7 +509,7 @@ def cmd_tune(args: argparse.Namespace, cfg: config.Config) -> int:
     evaluations = max(trainable.evaluations(edge) for edge in edges) + 1  # and the final report
     outcomes = tune.run(trainable, dimensions, args.trials, metric, mode, args.seed, searches, name, args.workers,
                         args.address, args.resume,
-                        args.cpus_per_trial, args.gpus_per_trial or 0.0, evaluations, args.grace)
+                        args.cpus_per_trial, args.gpus_per_trial or 0.0, evaluations, args.grace, context=context)
     chosen = tune.best(outcomes, metric, mode)
     stored = None
     if chosen is not None:

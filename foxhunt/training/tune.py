@@ -107,6 +107,22 @@ def space(specs: Sequence[str], sections: Sequence[str]) -> list[Dimension]:
 
 
 SPACE_FILE = "foxhunt-space.json"  # in the search's directory: the --space it was started with
+CONTEXT_FILE = "foxhunt-context.json"  # and what else decides its trials: model, data, --set, seed, size
+
+
+def check_context(path: Path, context: dict[str, Any]) -> None:
+    """For `--resume`: a ConfigError unless the search in `path` was started with this `context` (a resume
+    with other data or settings would mix two searches' trials in one table). A search started before its
+    context was kept (foxhunt before session 25) is not checked."""
+    try:
+        saved = json.loads((path / CONTEXT_FILE).read_text())
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"--resume: {path / CONTEXT_FILE} is unreadable ({e})") from None
+    if saved != json.loads(json.dumps(context, default=str)):
+        raise ConfigError(f"--resume: the search in {path} was started with {saved}, not {context}: resume it as it"
+                          " was started")
 
 
 def saved_space(path: Path) -> list[Dimension]:
@@ -168,7 +184,7 @@ def _trial(config: dict[str, Any], model: Trainable, seed: int) -> None:
 def run(trainable: Trainable, dimensions: Sequence[Dimension], trials: int, metric: str, mode: str, seed: int,
         directory: Path, name: str, workers: int, address: str | None = None, resume: bool = False,
         cpus_per_trial: float = 1.0, gpus_per_trial: float = 0.0, evaluations: int = 100, grace: int = 1,
-        retries: int = 2) -> list[TrialOutcome]:
+        retries: int = 2, context: dict[str, Any] | None = None) -> list[TrialOutcome]:
     """`trials` trials, `workers` at a time, Optuna proposing their values and ASHA stopping the laggards on
     `metric` (`mode` max or min), each trial with `cpus_per_trial` CPUs and `gpus_per_trial` of a GPU (a
     fraction shares one); `evaluations`: the most reports a trial makes (ASHA's last rung). The outcomes in
@@ -188,6 +204,7 @@ def run(trainable: Trainable, dimensions: Sequence[Dimension], trials: int, metr
         path.mkdir(parents=True)
         (path / SPACE_FILE).write_text(json.dumps([{"key": d.key, "kind": d.kind, "values": list(d.values)}
                                                    for d in dimensions]))
+        (path / CONTEXT_FILE).write_text(json.dumps(context or {}, default=str))
         sampler = optuna.samplers.TPESampler(seed=seed)
         scheduler = ASHAScheduler(time_attr="training_iteration", max_t=max(evaluations, grace), grace_period=grace,
                                   reduction_factor=REDUCTION_FACTOR)

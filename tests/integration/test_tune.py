@@ -62,6 +62,10 @@ def test_a_tune_of_four_trials_stores_its_best_model_and_a_plain_train_of_its_va
                           (["--space", "train.models.mlp.hidden=choice:0|8"], "hidden")]:
         refused = foxhunt("tune", "mlp", "--journal", journal_name, *args, env=env)
         assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+    # a resume with another seed (or data, or --set) would mix two searches in one table: refused before Ray starts
+    other = foxhunt("tune", "mlp", "--journal", journal_name, "--trials", "4", "--seed", "6", "--out", store,
+                    "--name", f"{journal_name}-tune", "--resume", env=env)
+    assert other.returncode == 2 and "resume it as it was started" in other.stderr, other.stderr
     # a trial that asks for a GPU this machine's Ray does not have is refused, not left waiting for ever
     greedy = foxhunt("tune", "mlp", "--journal", journal_name, "--space", "train.learning_rate=log:0.001:0.01",
                      "--trials", "1", "--workers", "1", "--gpus-per-trial", "2", env=env)
