@@ -149,8 +149,7 @@ class Tracker:
         if type(msg) is RunStarted:
             self.run.clock, self.run.fingerprint = msg.clock, dict(msg.fingerprint)
             return
-        # markers stamped 0 (a venue connected at start) come before time
-        inside = ts > 0 and self.window[0] <= ts < self.window[1]
+        inside = ts > 0 and self._in_window(ts)  # markers stamped 0 (a venue connected at start) come before time
         if inside:
             run = self.run
             if run.events == 0:

@@ -189,7 +189,7 @@ class Record:
         if head.get("points") != [list(p) for p in points] or head.get("seed") != seed:
             raise ConfigError(f"{self.path}: the sweep was started with other points or another --seed; resume it"
                               " with the same --grid (or --random, --samples and --seed)")
-        if head.get("context") != json.loads(json.dumps(context)):
+        if head.get("context") != json.loads(json.dumps(context, default=str)):  # as _write wrote it
             raise ConfigError(f"{self.path}: the sweep was started with {head.get('context')}, not {context}: resume"
                               " it as it was started")
         done: dict[int, dict[str, Any]] = {}
@@ -299,8 +299,7 @@ def _run(trainable: Trainable, points: Sequence[Overrides], seed: int, name: str
                 if progress is not None:
                     progress(done, failed, total)
     except KeyboardInterrupt:
-        done = sum(1 for o in outcomes.values() if o.metrics or o.error)
-        raise Interrupted(f"sweep {name!r} interrupted with {done} of {len(points)} points done (kept in"
+        raise Interrupted(f"sweep {name!r} interrupted with {len(finished) + done} of {len(points)} points done (kept in"
                           f" {record.path.parent}):"
                           f" the same command with --name {name} --resume runs the rest") from None
     finally:
