@@ -401,7 +401,7 @@ async def _in_memory(cfg: Config, dsn: str, names: Sequence[str]) -> MemoryJourn
                     async for page in pages:
                         for record in page:
                             if record.causation is None:
-                                w.append(record.message)
+                                w.append_input(record)
             _IN_MEMORY[(dsn, name, info.last_seq)] = cached
         memory.adopt(cached, name)
     return memory

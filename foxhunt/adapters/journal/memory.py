@@ -45,6 +45,14 @@ class MemoryJournalWriter(JournalWriter):
         self._journal.records.append(Record(seq, causation, codec.decode(payload), payload))
         return seq
 
+    def append_input(self, record: Record) -> int:
+        """An input read from another journal, appended as it was read: its payload kept and its message (decoded
+        from that payload by the reader, so this journal's own copy) taken as it is, without `append`'s encoding and
+        decoding again (a sweep's worker copies whole journals into memory this way)."""
+        seq = len(self._journal.records) + 1
+        self._journal.records.append(Record(seq, None, record.message, record.payload))
+        return seq
+
     async def flush(self) -> None:
         self._flushed = len(self._journal.records)
         changed, self._journal.changed = self._journal.changed, anyio.Event()
