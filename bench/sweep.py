@@ -66,7 +66,7 @@ def main() -> None:
           f" ({before / len(points):.2f} s a point)")
 
     started = time.perf_counter()
-    sweep.start_ray(args.workers)
+    sweep.start_ray(args.workers, preload=(type(trainable).__module__,))  # as sweep.run starts it
     ray_start = time.perf_counter() - started
     print(f"  Ray's start: {ray_start:.1f} s")
     started = time.perf_counter()

@@ -4,6 +4,7 @@ processes, which import them from here (the repository root is on their path, as
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,10 @@ class Recording:
         while x == "slow" and not (Path(self.directory) / "go").exists():
             time.sleep(0.1)
         report({"partial": 1.0})
-        return {"score": float(len(x)), "seed": seed}
+        # how Ray started this worker: its raylet's connection retry (inherited), the modules it imported first
+        retry_ms = os.environ.get("RAY_raylet_client_connect_timeout_milliseconds")
+        preload = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--worker-preload-modules=")]
+        return {"score": float(len(x)), "seed": seed, "worker": f"{retry_ms} ms {','.join(preload)}"}
 
 
 @dataclass(frozen=True)
