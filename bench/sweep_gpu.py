@@ -1,5 +1,6 @@
 """A sweep's points on a GPU through Ray (`--gpus-per-trial`), on a machine with one: half a GPU a point (two
-points at a time on the one GPU) against a whole GPU a point (one at a time), in one run.
+points at a time on the one GPU) against a whole GPU a point (one at a time), in one run (half, whole, half
+again, after a warm-up that starts both workers and their CUDA).
 
 Each point is a forecaster's training as `foxhunt tune` runs it (trainables.ForecasterTrainable, device cuda),
 through training/sweep.py's Ray tasks with 2 workers; the points are learning rates. Its market data are a
@@ -92,21 +93,23 @@ def main() -> None:
         raise SystemExit("a point asking for 2 GPUs was not refused")
     except ConfigError as e:
         print(f"2 GPUs a point, refused at once: {e}")
-    models: dict[float, list[str]] = {}
-    for share in (0.5, 1.0):
+    warm = {"gpus_per_trial" if gpu else "cpus_per_trial": 0.5}  # both workers started, their CUDA set up
+    sweep.run(trainable, points[:2], 11, directory, "warm-up", 2, **warm)
+    models: list[list[str]] = []
+    for share in (0.5, 1.0, 0.5):
         started = time.perf_counter()
         shares = {"gpus_per_trial" if gpu else "cpus_per_trial": share}
-        outcomes = sweep.run(trainable, points, 11, directory, f"share-{share}", 2, **shares)
+        outcomes = sweep.run(trainable, points, 11, directory, f"run-{len(models)}", 2, **shares)
         took = time.perf_counter() - started
         failed = [o.error for o in outcomes if o.error]
         assert not failed, failed
         assert not gpu or all(o.metrics["visible"] for o in outcomes), "a point ran without a GPU from Ray"
-        models[share] = [o.metrics["model"] for o in outcomes]
-        print(f"{share:g} {'GPU' if gpu else 'CPU'} a point: {took:6.1f} s for {len(points)} points, {60 * len(points) / took:5.1f} points"
-              f"/min, at most {overlapping(outcomes)} at once, on {outcomes[0].metrics['gpu']}"
+        models.append([o.metrics["model"] for o in outcomes])
+        print(f"{share:g} {'GPU' if gpu else 'CPU'} a point: {took:6.1f} s for {len(points)} points,"
+              f" {60 * len(points) / took:5.1f} points/min, at most {overlapping(outcomes)} at once, on {outcomes[0].metrics['gpu']}"
               f" (CUDA_VISIBLE_DEVICES {sorted({o.metrics['visible'] for o in outcomes})})")
-    same = models[0.5] == models[1.0]
-    print(f"the same models both ways, bit for bit: {same} ({models[0.5][0]}, ...)")
+    same = all(m == models[0] for m in models)
+    print(f"the same models in the three runs, bit for bit: {same} ({models[0][0]}, ...)")
     assert same
 
 
