@@ -194,7 +194,7 @@ def run(trainable: Trainable, dimensions: Sequence[Dimension], trials: int, metr
     from ray.tune.schedulers import ASHAScheduler
     from ray.tune.search.optuna import OptunaSearch
 
-    start_ray(workers, address, cpus_per_trial, gpus_per_trial, preload=("ray.tune", __name__, type(trainable).__module__))
+    start_ray(workers, address, cpus_per_trial, gpus_per_trial)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     path = directory / name
     trial = tune.with_resources(tune.with_parameters(_trial, model=trainable, seed=seed),
