@@ -84,6 +84,7 @@ def main() -> None:
     data, sources = anyio.run(market, cfg, args.quotes)
     trainable = OnTheGpu(trainables.ForecasterTrainable(cfg, "mlp", args.size, args.device, data, sources))
     gpu = args.device == "cuda"
+    share_of = "gpus_per_trial" if gpu else "cpus_per_trial"  # what a point's share is of
     rates = [f"{1e-3 * (1 + i) / args.points:.6g}" for i in range(args.points)]
     points = sweep.grid([f"train.learning_rate={','.join(rates)}"])
     directory = Path(tempfile.mkdtemp())
@@ -93,13 +94,11 @@ def main() -> None:
         raise SystemExit("a point asking for 2 GPUs was not refused")
     except ConfigError as e:
         print(f"2 GPUs a point, refused at once: {e}")
-    warm = {"gpus_per_trial" if gpu else "cpus_per_trial": 0.5}  # both workers started, their CUDA set up
-    sweep.run(trainable, points[:2], 11, directory, "warm-up", 2, **warm)
+    sweep.run(trainable, points[:2], 11, directory, "warm-up", 2, **{share_of: 0.5})  # both workers and their CUDA up
     models: list[list[str]] = []
     for share in (0.5, 1.0, 0.5):
         started = time.perf_counter()
-        shares = {"gpus_per_trial" if gpu else "cpus_per_trial": share}
-        outcomes = sweep.run(trainable, points, 11, directory, f"run-{len(models)}", 2, **shares)
+        outcomes = sweep.run(trainable, points, 11, directory, f"run-{len(models)}", 2, **{share_of: share})
         took = time.perf_counter() - started
         failed = [o.error for o in outcomes if o.error]
         assert not failed, failed
