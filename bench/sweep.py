@@ -9,7 +9,14 @@ Reported: each side's seconds and backtests per minute, the ratio (target, issue
 2-core machine) against the mean of the two sequential runs, with and without Ray's start, and Ray's
 overhead per point: the worker-seconds a point took beyond its sequential time, Ray's start left out.
 
+With `--pace`, a point's own pace instead, in the processes a sweep runs it in: the same points (after a first,
+warm-up point) in a fresh process each, alternated `--rounds` times, as the main thread's CPU seconds (median) and
+their ratio to a plain Python process. Against the plain process: one that first maps as much memory as Ray's
+default object store and never touches it; a Ray task in a worker of a Ray with Ray's default object store (30% of the machine's memory, all of it
+mapped by every Ray process); and one with the object store a sweep starts Ray with (sweep.OBJECT_STORE_BYTES).
+
     .venv/bin/python bench/sweep.py [--workers 2] [--points 32]
+    .venv/bin/python bench/sweep.py --pace [--points 6] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from foxhunt import compiled
 compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
 
 import argparse
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,11 +43,30 @@ from foxhunt.training import sweep
 JOURNAL = "bench-sweep-300k"
 
 
+PACES = ("plain", "mapped, Ray's default", "Ray's default store", "sweep's store")
+# The size of Ray's default object store (ray/_private/ray_constants.py: 30% of the machine's memory)
+RAY_DEFAULT_STORE = int(0.3 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+# Maps that much, untouched, before anything else is imported (as a Ray worker maps its object store when it
+# connects, before the trainable's module), then runs this file with the arguments after it
+MAPPED_FIRST = ("import mmap, runpy, sys; untouched = mmap.mmap(-1, int(sys.argv[1])); sys.argv = sys.argv[2:]; "
+                "runpy.run_path(sys.argv[0], run_name='__main__')")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--points", type=int, default=32)
+    parser.add_argument("--points", type=int)
+    parser.add_argument("--pace", action="store_true", help="a point's pace in a plain process, in Ray's workers")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--pace-in", choices=PACES, help=argparse.SUPPRESS)  # one measurement, in a fresh process
     args = parser.parse_args()
+    if args.pace_in is not None:
+        print(pace_in(args.pace_in, args.points))
+        return
+    if args.pace:
+        pace(args.points or 6, args.rounds)
+        return
+    args.points = args.points or 32
     cfg = config.load(None)
     dsn = bootstrap.resolve_dsn(cfg)
 
@@ -66,7 +94,8 @@ def main() -> None:
           f" ({before / len(points):.2f} s a point)")
 
     started = time.perf_counter()
-    sweep.start_ray(args.workers, preload=(type(trainable).__module__,))  # as sweep.run starts it
+    sweep.start_ray(args.workers, preload=(type(trainable).__module__,),  # as sweep.run starts it
+                    object_store_bytes=sweep.OBJECT_STORE_BYTES)
     ray_start = time.perf_counter() - started
     print(f"  Ray's start: {ray_start:.1f} s")
     started = time.perf_counter()
@@ -81,6 +110,47 @@ def main() -> None:
     overhead = (parallel * args.workers - sequential) / len(points)
     print(f"  ratio {sequential / (ray_start + parallel):.2f} with Ray's start, {sequential / parallel:.2f} without;"
           f" Ray's overhead per point: {overhead:.2f} worker-seconds")
+
+
+def pace(points: int, rounds: int) -> None:
+    """Each of PACES in a fresh process, `rounds` times alternated: the points' CPU seconds, median and ratio."""
+    seconds: dict[str, list[float]] = {where: [] for where in PACES}
+    for _ in range(rounds):
+        for where in PACES:
+            command = [sys.executable, __file__, "--pace-in", where, "--points", str(points)]
+            if where == "mapped, Ray's default":
+                command[1:1] = ["-c", MAPPED_FIRST, str(RAY_DEFAULT_STORE)]
+            run = subprocess.run(command, check=True, capture_output=True, text=True)
+            seconds[where].append(float(run.stdout.split()[-1]))
+    plain = statistics.median(seconds["plain"])
+    print(f"{points} points over {JOURNAL} after a first one, the main thread's CPU seconds, {rounds} rounds:")
+    for where, runs in seconds.items():
+        print(f"  {where:22} {statistics.median(runs):6.2f} s (runs {', '.join(f'{r:.2f}' for r in runs)})"
+              f"  ratio {statistics.median(runs) / plain:.3f}")
+
+
+def pace_in(where: str, points: int) -> float:
+    """The CPU seconds of the main thread running `points` points (after a first, warm-up one) `where`."""
+    if where in ("plain", "mapped, Ray's default"):  # the second mapped before this file ran (pace)
+        return _points(points)
+    import ray
+
+    store = sweep.OBJECT_STORE_BYTES if where == "sweep's store" else None
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR", object_store_memory=store)
+    return ray.get(ray.remote(_points).remote(points))
+
+
+def _points(points: int) -> float:
+    cfg = config.load(None)
+    trainable = bootstrap.BacktestTrainable(cfg, bootstrap.resolve_dsn(cfg), (JOURNAL,))
+    chosen = sweep.grid([f"strategy.ema_cross.fast={','.join(str(4 + i) for i in range(points + 1))}",
+                         "strategy.ema_cross.slow=30"])
+    workdir = Path(tempfile.mkdtemp())
+    trainable(chosen[0], 1, lambda *_, **__: None, workdir)  # reads the journal; warms up
+    started = time.thread_time()
+    for overrides in chosen[1:]:
+        trainable(overrides, 1, lambda *_, **__: None, workdir)
+    return round(time.thread_time() - started, 3)
 
 
 if __name__ == "__main__":

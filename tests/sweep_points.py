@@ -33,10 +33,14 @@ class Recording:
         while x == "slow" and not (Path(self.directory) / "go").exists():
             time.sleep(0.1)
         report({"partial": 1.0})
-        # how Ray started this worker: its raylet's connection retry (inherited), the modules it imported first
+        # how Ray started this worker: its raylet's connection retry (inherited), the modules it imported first, and
+        # the size of the object store it maps
         retry_ms = os.environ.get("RAY_raylet_client_connect_timeout_milliseconds")
         preload = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--worker-preload-modules=")]
-        return {"score": float(len(x)), "seed": seed, "worker": f"{retry_ms} ms {','.join(preload)}"}
+        import ray
+
+        store = ray.cluster_resources()["object_store_memory"] / 2**20
+        return {"score": float(len(x)), "seed": seed, "worker": f"{retry_ms} ms {','.join(preload)} {store:g} MiB"}
 
 
 @dataclass(frozen=True)

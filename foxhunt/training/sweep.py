@@ -156,11 +156,20 @@ RAY_START = {
 }
 
 
+# The object store of a Ray that a sweep starts here. A sweep passes its points, its trainable and its results through
+# it, kilobytes; Ray's default is 30% of the machine's memory, and every one of its processes maps all of it. Measured
+# on this 2-core machine (docs/benchmarks.md, "Sweeps on Ray", session 27): a process that maps 4 GB or more, even
+# untouched, runs a backtest 8 to 10% slower (user time, the same work); one that maps 2 GB or less does not. With
+# Ray's default (7.5 GB here) that was the whole of the slowdown of a point in a Ray worker.
+OBJECT_STORE_BYTES = 512 * 2**20
+
+
 def start_ray(workers: int, address: str | None = None, cpus_per_trial: float = 1.0,
-              gpus_per_trial: float = 0.0, preload: Sequence[str] = ()) -> None:
+              gpus_per_trial: float = 0.0, preload: Sequence[str] = (), object_store_bytes: int | None = None) -> None:
     """Ray in this process, once: joined to the cluster at `address`, or started here with `workers` CPUs
-    (without its dashboard, its workers' logs kept out of this command's output, its settings `RAY_START`, and
-    its workers importing the modules `preload` before their first task). Started here, a ConfigError where one
+    (without its dashboard, its workers' logs kept out of this command's output, its settings `RAY_START`, its
+    workers importing the modules `preload` before their first task, and an object store of `object_store_bytes`,
+    Ray's default where None). Started here, a ConfigError where one
     trial's CPUs or GPU share is more than this machine's Ray has: nothing could run (Ray would wait for ever). A
     cluster joined may grow (an autoscaler adds the nodes asked for), so it is not checked."""
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
@@ -174,7 +183,7 @@ def start_ray(workers: int, address: str | None = None, cpus_per_trial: float = 
         else:
             settings = RAY_START | ({"RAY_preload_python_modules": ",".join(preload)} if preload else {})
             with _environment(settings):  # Ray's processes started meanwhile inherit them, and their workers
-                ray.init(num_cpus=max(1, workers), **options)
+                ray.init(num_cpus=max(1, workers), object_store_memory=object_store_bytes, **options)
     if address is None:
         have = ray.cluster_resources()
         asked = (("--cpus-per-trial", cpus_per_trial, "CPU"), ("--gpus-per-trial", gpus_per_trial, "GPU"))
@@ -290,7 +299,8 @@ def run(trainable: Trainable, points: Sequence[Overrides], seed: int, directory:
             raise ConfigError(f"--resume: no sweep to resume in {path}")
     elif path.exists():
         raise ConfigError(f"sweep {name!r} exists in {directory}: --resume it, or give another --name")
-    start_ray(workers, address, cpus_per_trial, gpus_per_trial, preload=(type(trainable).__module__,))
+    start_ray(workers, address, cpus_per_trial, gpus_per_trial, preload=(type(trainable).__module__,),
+              object_store_bytes=OBJECT_STORE_BYTES)
     if not resume:
         record.create(points, seed, context or {})
     with record.held():
