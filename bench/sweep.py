@@ -14,9 +14,11 @@ warm-up point) in a fresh process each, alternated `--rounds` times, as the main
 their ratio to a plain Python process. Against the plain process: one that first maps as much memory as Ray's
 default object store and never touches it; a Ray task in a worker of a Ray with Ray's default object store (30% of the machine's memory, all of it
 mapped by every Ray process); and one with the object store a sweep starts Ray with (sweep.OBJECT_STORE_BYTES).
+`--pace --work training`: a tiny CPU training loop instead (an MLP of 32-64-1, Adam, batch 64, 6,000 steps after
+200, one thread), the kind of trial `foxhunt tune` runs on a CPU.
 
     .venv/bin/python bench/sweep.py [--workers 2] [--points 32]
-    .venv/bin/python bench/sweep.py --pace [--points 6] [--rounds 3]
+    .venv/bin/python bench/sweep.py --pace [--points 6] [--rounds 3] [--work backtest|training]
 """
 
 from __future__ import annotations
@@ -58,13 +60,14 @@ def main() -> None:
     parser.add_argument("--points", type=int)
     parser.add_argument("--pace", action="store_true", help="a point's pace in a plain process, in Ray's workers")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--work", choices=("backtest", "training"), default="backtest")
     parser.add_argument("--pace-in", choices=PACES, help=argparse.SUPPRESS)  # one measurement, in a fresh process
     args = parser.parse_args()
     if args.pace_in is not None:
-        print(pace_in(args.pace_in, args.points))
+        print(pace_in(args.pace_in, args.work, args.points))
         return
     if args.pace:
-        pace(args.points or 6, args.rounds)
+        pace(args.work, args.points or 6, args.rounds)
         return
     args.points = args.points or 32
     cfg = config.load(None)
@@ -112,32 +115,56 @@ def main() -> None:
           f" Ray's overhead per point: {overhead:.2f} worker-seconds")
 
 
-def pace(points: int, rounds: int) -> None:
-    """Each of PACES in a fresh process, `rounds` times alternated: the points' CPU seconds, median and ratio."""
+def pace(work: str, points: int, rounds: int) -> None:
+    """Each of PACES in a fresh process, `rounds` times alternated: the work's CPU seconds, median and ratio."""
     seconds: dict[str, list[float]] = {where: [] for where in PACES}
     for _ in range(rounds):
         for where in PACES:
-            command = [sys.executable, __file__, "--pace-in", where, "--points", str(points)]
+            command = [sys.executable, __file__, "--pace-in", where, "--work", work, "--points", str(points)]
             if where == "mapped, Ray's default":
                 command[1:1] = ["-c", MAPPED_FIRST, str(RAY_DEFAULT_STORE)]
             run = subprocess.run(command, check=True, capture_output=True, text=True)
             seconds[where].append(float(run.stdout.split()[-1]))
     plain = statistics.median(seconds["plain"])
-    print(f"{points} points over {JOURNAL} after a first one, the main thread's CPU seconds, {rounds} rounds:")
+    what = f"{points} points over {JOURNAL} after a first one" if work == "backtest" else "a tiny training loop"
+    print(f"{what}, the main thread's CPU seconds, {rounds} rounds:")
     for where, runs in seconds.items():
         print(f"  {where:22} {statistics.median(runs):6.2f} s (runs {', '.join(f'{r:.2f}' for r in runs)})"
               f"  ratio {statistics.median(runs) / plain:.3f}")
 
 
-def pace_in(where: str, points: int) -> float:
-    """The CPU seconds of the main thread running `points` points (after a first, warm-up one) `where`."""
+def pace_in(where: str, work: str, points: int) -> float:
+    """The CPU seconds of the main thread doing `work` (`points` points after a first, warm-up one, or the
+    training loop) `where`."""
+    run = _points if work == "backtest" else _training
     if where in ("plain", "mapped, Ray's default"):  # the second mapped before this file ran (pace)
-        return _points(points)
+        return run(points)
     import ray
 
     store = sweep.OBJECT_STORE_BYTES if where == "sweep's store" else None
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR", object_store_memory=store)
-    return ray.get(ray.remote(_points).remote(points))
+    return ray.get(ray.remote(run).remote(points))
+
+
+def _training(_: int) -> float:
+    import torch
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    adam = torch.optim.Adam(model.parameters(), 1e-3)
+    x, y = torch.randn(64, 32), torch.randn(64, 1)
+
+    def steps(n: int) -> None:
+        for _ in range(n):
+            adam.zero_grad()
+            ((model(x) - y) ** 2).mean().backward()
+            adam.step()
+
+    steps(200)
+    started = time.thread_time()
+    steps(6000)
+    return round(time.thread_time() - started, 3)
 
 
 def _points(points: int) -> float:
