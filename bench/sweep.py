@@ -10,10 +10,11 @@ Reported: each side's seconds and backtests per minute, the ratio (target, issue
 overhead per point: the worker-seconds a point took beyond its sequential time, Ray's start left out.
 
 With `--pace`, a point's own pace instead, in the processes a sweep runs it in: the same points (after a first,
-warm-up point) in a fresh process each, alternated `--rounds` times, as the main thread's CPU seconds (median) and
-their ratio to a plain Python process. Against the plain process: one that first maps as much memory as Ray's
-default object store and never touches it; a Ray task in a worker of a Ray with Ray's default object store (30% of the machine's memory, all of it
-mapped by every Ray process); and one with the object store a sweep starts Ray with (sweep.OBJECT_STORE_BYTES).
+warm-up point) in a fresh process each, alternated `--rounds` times, as the main thread's CPU seconds (median)
+and their ratio to a plain Python process. Against the plain process: one that first maps as much memory as
+Ray's default object store (30% of the machine's memory, all of it mapped by every Ray process) and never
+touches it; a Ray task in a worker of a Ray with that default store; and one with the object store a sweep
+starts Ray with (sweep.OBJECT_STORE_BYTES).
 `--pace --work training`: a tiny CPU training loop instead (an MLP of 32-64-1, Adam, batch 64, 6,000 steps after
 200, one thread), the kind of trial `foxhunt tune` runs on a CPU.
 
@@ -28,6 +29,7 @@ from foxhunt import compiled
 compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
 
 import argparse
+import logging
 import os
 import statistics
 import subprocess
@@ -72,13 +74,7 @@ def main() -> None:
     args.points = args.points or 32
     cfg = config.load(None)
     dsn = bootstrap.resolve_dsn(cfg)
-
-    async def exists() -> bool:
-        return JOURNAL in {i.name for i in await (await bootstrap.open_store(cfg, dsn)).list()}
-
-    if not anyio.run(exists):
-        subprocess.run([sys.executable, "-m", "foxhunt", "run", "--journal", JOURNAL, "--feed",
-                        "synthetic:seed=5,n=260000", "--clock", "feed", "--json"], check=True, capture_output=True)
+    make_journal(cfg, dsn)
     slows = ",".join(str(30 + 10 * i) for i in range(max(4, -(-args.points // 8))))  # 30..60 for 32 points
     points = sweep.grid(["strategy.ema_cross.fast=4,5,6,7,8,9,10,11", f"strategy.ema_cross.slow={slows}"])
     points = points[: args.points]
@@ -115,8 +111,22 @@ def main() -> None:
           f" Ray's overhead per point: {overhead:.2f} worker-seconds")
 
 
+def make_journal(cfg: config.Config, dsn: str) -> None:
+    """The bench's journal, paper-traded once and kept."""
+
+    async def exists() -> bool:
+        return JOURNAL in {i.name for i in await (await bootstrap.open_store(cfg, dsn)).list()}
+
+    if not anyio.run(exists):
+        subprocess.run([sys.executable, "-m", "foxhunt", "run", "--journal", JOURNAL, "--feed",
+                        "synthetic:seed=5,n=260000", "--clock", "feed", "--json"], check=True, capture_output=True)
+
+
 def pace(work: str, points: int, rounds: int) -> None:
     """Each of PACES in a fresh process, `rounds` times alternated: the work's CPU seconds, median and ratio."""
+    if work == "backtest":
+        cfg = config.load(None)
+        make_journal(cfg, bootstrap.resolve_dsn(cfg))
     seconds: dict[str, list[float]] = {where: [] for where in PACES}
     for _ in range(rounds):
         for where in PACES:
@@ -142,7 +152,8 @@ def pace_in(where: str, work: str, points: int) -> float:
     import ray
 
     store = sweep.OBJECT_STORE_BYTES if where == "sweep's store" else None
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR", object_store_memory=store)
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+             object_store_memory=store)
     return ray.get(ray.remote(run).remote(points))
 
 
