@@ -206,7 +206,9 @@ def run(trainable: Trainable, dimensions: Sequence[Dimension], trials: int, metr
     # Ray's object store holds the trainable (tune.with_parameters puts it there, with the data a trial trains on)
     # beside Tune's own kilobytes: sized to that, not to Ray's default, whose mapping slows every trial
     # (sweep.OBJECT_STORE_BYTES says why; a tiny CPU training loop ran 6% slower beside it)
-    store = OBJECT_STORE_BYTES + 2 * len(cloudpickle.dumps(trainable))
+    pieces: list[Any] = []  # pickled as Ray pickles it: protocol 5, its arrays out of band (not copied)
+    carried = len(cloudpickle.dumps(trainable, protocol=5, buffer_callback=pieces.append))
+    store = OBJECT_STORE_BYTES + 2 * (carried + sum(piece.raw().nbytes for piece in pieces))
     start_ray(workers, address, cpus_per_trial, gpus_per_trial, object_store_bytes=store)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     path = directory / name
