@@ -169,9 +169,9 @@ def start_ray(workers: int, address: str | None = None, cpus_per_trial: float = 
     """Ray in this process, once: joined to the cluster at `address`, or started here with `workers` CPUs
     (without its dashboard, its workers' logs kept out of this command's output, its settings `RAY_START`, its
     workers importing the modules `preload` before their first task, and an object store of `object_store_bytes`,
-    Ray's default where None). Started here, a ConfigError where one
-    trial's CPUs or GPU share is more than this machine's Ray has: nothing could run (Ray would wait for ever). A
-    cluster joined may grow (an autoscaler adds the nodes asked for), so it is not checked."""
+    Ray's default where None). Started here, a ConfigError where one trial's CPUs or GPU share is more than this
+    machine's Ray has: nothing could run (Ray would wait for ever). A cluster joined may grow (an autoscaler adds
+    the nodes asked for), so it is not checked."""
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # `tune`: no TensorBoard or CSV files per trial
     import ray
@@ -232,7 +232,7 @@ class Record:
         if head.get("points") != [list(p) for p in points] or head.get("seed") != seed:
             raise ConfigError(f"{self.path}: the sweep was started with other points or another --seed; resume it"
                               " with the same --grid (or --random, --samples and --seed)")
-        if head.get("context") != json.loads(json.dumps(context, default=str)):  # as _write wrote it
+        if head.get("context") != as_kept(context):
             raise ConfigError(f"{self.path}: the sweep was started with {head.get('context')}, not {context}: resume"
                               " it as it was started")
         done: dict[int, dict[str, Any]] = {}
@@ -365,6 +365,11 @@ def restored(path: Path, trial: Any, resume: bool, what: str) -> Any:
     if path.exists():
         raise ConfigError(f"{what} {path.name!r} exists in {path.parent}: --resume it, or give another --name")
     return None
+
+
+def as_kept(context: dict[str, Any]) -> Any:
+    """`context` as it reads back from the JSON it is kept in (what JSON has no form for, as its text)."""
+    return json.loads(json.dumps(context, default=str))
 
 
 def first_line(error: BaseException) -> str:

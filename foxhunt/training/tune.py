@@ -42,6 +42,7 @@ from foxhunt.training.sweep import (
     OBJECT_STORE_BYTES,
     Overrides,
     Trainable,
+    as_kept,
     first_line,
     literal,
     restored,
@@ -129,7 +130,7 @@ def check_context(path: Path, context: dict[str, Any]) -> None:
         return
     except (OSError, ValueError) as e:
         raise ConfigError(f"--resume: {path / CONTEXT_FILE} is unreadable ({e})") from None
-    if saved != json.loads(json.dumps(context, default=str)):
+    if saved != as_kept(context):
         raise ConfigError(f"--resume: the search in {path} was started with {saved}, not {context}: resume it as it"
                           " was started")
 
