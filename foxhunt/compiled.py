@@ -1,7 +1,8 @@
 """The modules compiled to C by mypyc, and the check that only ever runs them when they match their source.
 
 Every quote of a backtest runs through the kernel, the reference strategies and the simulated venue (and
-the report's tracker, where the backtest is reported on or is a sweep's point),
+the report's tracker, where the backtest is reported on or is a sweep's point), every order through the
+pre-trade gate, every step of an agent's trading environment through its episode and the agent strategy,
 every FIX message in or out through the FIX venue's parsing (foxhunt's own share of an order's round
 trip), and every row of `foxhunt ingest` through a CSV feed, the fixed-point parser and the COPY
 formatting, so those modules are compiled by mypyc (from the same .py files, through their type
@@ -21,7 +22,9 @@ Two rules for a compiled module, so that compiling never changes a result:
   Structs live beside them in modules that stay Python.
 - Its true divisions have a float on one side. mypyc divides two ints with `/` by converting each to a
   double first, which for an operand beyond 2**53 (9 million units in nanos) can differ in the last bit
-  from Python's correctly rounded quotient; the risk engine, which divides nanos by nanos, stays Python.
+  from Python's correctly rounded quotient; nanos become units through `fixed_point.units`, which
+  divides as Python does (the pre-trade gate's exposures and values), and the rest of the risk engine,
+  which divides nanos by nanos, stays Python.
 tests/integration/test_compiled.py checks both.
 """
 
@@ -49,6 +52,9 @@ MODULES = (
     "foxhunt.messages.fixed_point",
     "foxhunt.runtime.loop",
     "foxhunt.runtime.tracking",
+    "foxhunt.core.risk.gate",
+    "foxhunt.core.strategies.agent",
+    "foxhunt.training.rl.episode",
 )
 
 ROOT = Path(__file__).resolve().parent.parent  # where the `foxhunt` package lies

@@ -15,11 +15,13 @@ A module of its own, free of msgspec's classes, so that mypyc compiles it with t
 
 from __future__ import annotations
 
+import operator
 from typing import Final
 
 SCALE: Final = 1_000_000_000
 SCALE_DIGITS: Final = 9
 INT64_MAX: Final = 2**63 - 1  # what the risk engine's arrays hold: 9.2 billion units in nanos
+EXACT: Final = 2**53  # every int of at most this size is a double exactly (9 million units in nanos)
 
 
 def within_int64(nanos: int, what: str) -> int:
@@ -71,3 +73,17 @@ def format_fixed(value: int) -> str:
 def mul(a: int, b: int) -> int:
     """Product of two fixed-point numbers, in nanos, rounded toward minus infinity."""
     return a * b // SCALE
+
+
+def ratio(a: int, b: int) -> float:
+    """`a / b` for two ints as Python computes it, correctly rounded, whether the caller runs compiled or
+    not: mypyc divides two ints through their doubles (foxhunt/compiled.py), which rounds an int beyond
+    2**53 first (a book of ten million dollars, in money nanos, is beyond it). Within 2**53 both are exact
+    doubles, whose quotient IEEE 754 rounds correctly too; beyond, Python's own division."""
+    if -EXACT <= a <= EXACT and -EXACT <= b <= EXACT:
+        return float(a) / float(b)
+    return _python_divide(a, b)
+
+
+def _python_divide(a: object, b: object) -> float:
+    return operator.truediv(a, b)  # typed as objects: Python's int division, also where compiled

@@ -40,6 +40,7 @@ import structlog
 from foxhunt import compiled
 from foxhunt.config import TradingConfig
 from foxhunt.core.kernel import BEHAVIOUR, Kernel
+from foxhunt.core.risk.gate import PreTradeGate
 from foxhunt.core.strategies.zscore import _Stats
 from foxhunt.core.strategy import Strategy
 from foxhunt.errors import JournalError
@@ -71,6 +72,7 @@ def code_digest() -> str:
 # what each compiled class with a required argument is created with; its attributes are set afterwards
 _ARGUMENTS = {
     Kernel: lambda k: (k.instruments, k.strategies, k.gate),
+    PreTradeGate: lambda g: (g.limits, g.instruments),
     _Stats: lambda s: (s.values.maxlen,),
 }
 

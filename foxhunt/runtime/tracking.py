@@ -7,21 +7,20 @@ an agent's targets. runtime/report.py draws it.
 
 The tracker follows every event of a backtest that is reported on (`foxhunt replay --report`, each point of
 `foxhunt sweep` for its Sharpe ratio), so this module is compiled by mypyc (foxhunt/compiled.py). Money in
-nanos becomes a float through `ratio`, which divides two ints as Python does (correctly rounded) where
+nanos becomes a float through `fixed_point.ratio`, which divides two ints as Python does (correctly rounded) where
 mypyc alone would divide their doubles.
 """
 
 from __future__ import annotations
 
 import math
-import operator
 from array import array
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from foxhunt.core.kernel import Kernel
 from foxhunt.messages.base import Message
-from foxhunt.messages.fixed_point import SCALE
+from foxhunt.messages.fixed_point import SCALE, ratio
 from foxhunt.messages.market import Bar, QuoteTick, TradeTick
 from foxhunt.messages.orders import (
     DenialsRepeated,
@@ -44,20 +43,6 @@ from foxhunt.messages.system import (
 )
 
 MAX_SAMPLES = 20_000  # equity and position points kept per run; more are thinned by halving
-EXACT = 2**53  # ints up to this size are exact doubles
-
-
-def ratio(a: int, b: int) -> float:
-    """`a / b` for two ints as Python computes it, correctly rounded. Within 2**53 both are exact doubles,
-    whose quotient IEEE 754 rounds correctly too; beyond, Python's own division."""
-    if -EXACT <= a <= EXACT and -EXACT <= b <= EXACT:
-        return float(a) / float(b)
-    return _python_divide(a, b)
-
-
-def _python_divide(a: object, b: object) -> float:
-    return operator.truediv(a, b)  # typed as objects: Python's int division, also where compiled
-
 
 def _series() -> defaultdict[str, list[float]]:
     return defaultdict(list)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import msgspec
 import pytest
 from hypothesis import given, settings
@@ -9,6 +11,7 @@ from hypothesis import strategies as st
 
 from foxhunt.messages import codec
 from foxhunt.messages.base import SCALE, format_fixed, mul, parse_fixed
+from foxhunt.messages.fixed_point import INT64_MAX, ratio
 
 ints = st.integers(min_value=-(2**62), max_value=2**62)
 texts = st.text(max_size=20)
@@ -100,3 +103,19 @@ def test_format_fixed_inverts_parse_fixed(value):
 def test_mul_of_fixed_point_numbers():
     assert mul(parse_fixed("1.10345"), parse_fixed("100000")) == parse_fixed("110345")
     assert mul(parse_fixed("0.1"), parse_fixed("0.2")) == parse_fixed("0.02")
+
+
+def test_ratio_divides_two_ints_as_python_does_beyond_two_to_the_53_also_compiled():
+    """Where mypyc compiled fixed_point (the pre-trade gate's and the report tracker's nanos to floats), its
+    division of two ints through their doubles would round an int beyond 2**53 first; `ratio` does not."""
+    big = 2**54 + 3  # its double is 2**54 + 4: dividing the doubles rounds the other way
+    assert float(big) / 3.0 == 6004799503160663.0 != big / 3
+    assert ratio(big, 3) == big / 3 == 6004799503160662.0
+    for a, b in ((-(2**70) - 7, 10**9), (2**53 + 1, 2), (123_456_789, 10**9), (-5, 2), (0, 7)):
+        assert ratio(a, b) == a / b
+    rng = random.Random(7)
+    nanos = [rng.randrange(-(2**e), 2**e) for e in range(50, 64) for _ in range(300)] + [INT64_MAX, -INT64_MAX]
+    assert [ratio(v, SCALE).hex() for v in nanos] == [(v / SCALE).hex() for v in nanos]
+    assert any(float(v) / 1e9 != v / SCALE for v in nanos)  # among them, values where the doubles' quotient differs
+    with pytest.raises(ZeroDivisionError):
+        ratio(1, 0)

@@ -32,13 +32,16 @@ Configuration: `RiskLimits` (core/risk/limits.py), every field the default of ev
 The reference price is the last market data of the instrument that the kernel accepted: a quote's mid, a
 bar's close, a trade's price; its age is measured in event time, from that data to the input being handled.
 A denial is a value (`Denial`), never an exception; the kernel turns it into an `OrderDenied` event.
+
+Every order passes here, so this module is compiled by mypyc (foxhunt/compiled.py); nanos become floats
+through `fixed_point.ratio`, which divides two ints as Python does where mypyc would divide their doubles.
 """
 
 from __future__ import annotations
 
 import math
 from decimal import Decimal
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import msgspec
 import numpy as np
@@ -49,6 +52,7 @@ from foxhunt.core.risk import checks as rc
 from foxhunt.core.risk.limits import OPEN_QTY_MAX, QTY_MAX, RiskLimits, effective
 from foxhunt.core.risk.var import BookVar
 from foxhunt.messages.base import SCALE, format_fixed, nanos
+from foxhunt.messages.fixed_point import ratio
 from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import OrderType, ReplaceOrder, Side, SubmitOrder, TimeInForce
 from foxhunt.messages.system import TradingState
@@ -111,7 +115,7 @@ class PreTradeGate:
         self.bands: dict[str, tuple[int, int]] = {}  # symbol -> (lower, upper) price band, nanos
         self.configure(limits)
         # our resting limit prices per symbol, price -> number of orders, for self-match prevention
-        self.resting = {symbol: ({}, {}) for symbol in instruments}
+        self.resting: dict[str, tuple[dict[int, int], dict[int, int]]] = {symbol: ({}, {}) for symbol in instruments}
         self.working_value = 0.0  # the working orders' worth, money: their prices, or `worth`
         self.worth: dict[str, int] = {}  # order id -> the price a working order without a limit is valued at
         self._worth = 0  # the last check's
@@ -157,19 +161,21 @@ class PreTradeGate:
         self.rows = {s: self.engine[at : at + rc.ROW_FIELDS] for s, at in self.row_at.items()}
         # the same rows as memoryviews, for the order path's bookkeeping: an element read or written through
         # a memoryview is a plain int, about half the cost of a numpy element's
-        self.cells = {s: memoryview(row) for s, row in self.rows.items()}
+        self.cells: dict[str, memoryview] = {
+            s: memoryview(row) for s, row in self.rows.items()}  # type: ignore[arg-type]  # numpy's stubs
         self.account = self.engine[rc.E_ACCOUNT : rc.E_ROWS].view(np.float64)
         self.flow = self.engine[self.engine[rc.E_FLOW_AT] :]
 
     # A kernel snapshot (runtime/snapshots.py) pickles the engine: its one array goes whole, the views into
-    # it and the compiled check are made again, so the restored views still share the array.
-    _REMADE = ("check", "record_message", "rows", "cells", "account", "flow")
-
+    # it and the compiled check are made again, so the restored views still share the array. Compiled by
+    # mypyc, the class has no __dict__ but lists its attributes in __mypyc_attrs__.
     def __getstate__(self) -> dict:
-        return {k: v for k, v in vars(self).items() if k not in self._REMADE}
+        names = getattr(type(self), "__mypyc_attrs__", None) or vars(self)
+        return {k: getattr(self, k) for k in names if k not in _REMADE}
 
     def __setstate__(self, state: dict) -> None:
-        vars(self).update(state)
+        for k, v in state.items():
+            setattr(self, k, v)
         compiled = rc.kernels()
         self.check, self.record_message = compiled.check_order_nb, compiled.record_message_nb
         self._views()
@@ -260,7 +266,7 @@ class PreTradeGate:
         fraction, allowed = kelly
         ref, _ = reference_price(view.market.get(cmd.symbol), view.ts_event)
         price = cmd.price if cmd.price is not None else ref
-        notional = (cmd.quantity / SCALE) * (price / SCALE) * self.instruments[cmd.symbol].multiplier
+        notional = ratio(cmd.quantity, SCALE) * ratio(price, SCALE) * self.instruments[cmd.symbol].multiplier
         if notional > allowed:
             return Denial("KELLY_SIZE", f"notional={notional:.2f} limit={allowed:.2f} kelly_fraction={fraction:.4f}")
         return None
@@ -271,7 +277,7 @@ class PreTradeGate:
         if self.kelly_capital is None or not (
                 p is not None and b is not None and 0.0 <= p <= 1.0 and b > 0.0 and math.isfinite(b)):
             return None
-        fraction = max(p - (1.0 - p) / b, 0.0) * self.limits.kelly_multiplier
+        fraction = max(p - (1.0 - p) / b, 0.0) * self.limits.kelly_multiplier  # float division
         return fraction, min(fraction, self.limits.kelly_max_leverage) * self.kelly_capital
 
     def kelly_quantity(self, symbol: str, p: float, b: float, view: KernelView) -> int | None:
@@ -281,7 +287,7 @@ class PreTradeGate:
         ref, _ = reference_price(view.market.get(symbol), view.ts_event)
         if kelly is None or not ref:
             return None
-        return int(kelly[1] / ((ref / SCALE) * self.instruments[symbol].multiplier) * SCALE)
+        return int(kelly[1] / (ratio(ref, SCALE) * self.instruments[symbol].multiplier) * SCALE)  # float division
 
     def note_cancel(self, now: int) -> None:
         """A cancel passes whatever the limits (it only ever lowers risk) but counts as a message."""
@@ -322,7 +328,7 @@ class PreTradeGate:
         # what an order is worth for credit: its price, or (a market or stop order) the worst price the
         # collar lets it trade at above the reference
         worth = self._worth = price if price is not None else min(ref + self._collar_room(symbol, ref), rc.UNLIMITED)
-        credit_used = view.portfolio.gross_exposure / SCALE + self.working_value
+        credit_used = ratio(view.portfolio.gross_exposure, SCALE) + self.working_value
         canceling = 0
         if view.cancels_pending and less_count == 0:  # a new order: what on its side is being canceled
             open_orders = view.orders.open
@@ -337,7 +343,7 @@ class PreTradeGate:
             return Denial(rc.REASONS[code], self._detail(code, symbol))
         if self.book_var is not None:
             signed = qty if side is _BUY else -qty
-            denial = self._check_var(symbol, signed / SCALE * self.instruments[symbol].multiplier)
+            denial = self._check_var(self.book_var, symbol, ratio(signed, SCALE) * self.instruments[symbol].multiplier)
             if denial is not None:
                 return denial
         return None
@@ -358,10 +364,10 @@ class PreTradeGate:
         bps = self.cells[symbol][rc.L_COLLAR_BPS]
         return 0 if bps == rc.UNLIMITED else ref * bps // 10_000
 
-    def _check_var(self, symbol: str, delta_units: float) -> Denial | None:
-        result = self.book_var.check(symbol, delta_units)
+    def _check_var(self, book_var: BookVar, symbol: str, delta_units: float) -> Denial | None:
+        result = book_var.check(symbol, delta_units)
         if result is None:
-            return Denial("VAR_HISTORY_SHORT", f"scenarios={self.book_var.used} confidence={self.limits.var_confidence}")
+            return Denial("VAR_HISTORY_SHORT", f"scenarios={book_var.used} confidence={self.limits.var_confidence}")
         var_before, es_before, var_after, es_after, _ = result
         if self.max_var is not None and var_after > self.max_var and var_after > var_before:
             return Denial("MAX_VAR", f"var={var_after:.2f} limit={self.max_var:.2f}")
@@ -373,19 +379,19 @@ class PreTradeGate:
 
     def on_mark(self, symbol: str, price: int, ts: int) -> None:
         if self.book_var is not None:
-            self.book_var.on_mark(symbol, price / SCALE, ts)
+            self.book_var.on_mark(symbol, ratio(price, SCALE), ts)
 
     def on_position(self, symbol: str, quantity: int) -> None:
         self.cells[symbol][rc.S_POSITION] = quantity
         if self.book_var is not None:
-            self._var_exposure(symbol)
+            self._var_exposure(self.book_var, symbol)
 
-    def _var_exposure(self, symbol: str) -> None:
+    def _var_exposure(self, book_var: BookVar, symbol: str) -> None:
         """The VaR book holds each instrument as if its working orders had filled: position plus working buys
         less working sells."""
         cells = self.cells[symbol]
-        units = (cells[rc.S_POSITION] + cells[rc.S_OPEN_BUY] - cells[rc.S_OPEN_SELL]) / SCALE
-        self.book_var.on_position(symbol, units * self.instruments[symbol].multiplier)
+        held = ratio(cells[rc.S_POSITION] + cells[rc.S_OPEN_BUY] - cells[rc.S_OPEN_SELL], SCALE)
+        book_var.on_position(symbol, held * self.instruments[symbol].multiplier)
 
     def on_reference(self, symbol: str, price: int) -> None:
         """The instrument's reference price, for the account's exposure (while its limits are on)."""
@@ -404,7 +410,7 @@ class PreTradeGate:
         if moved:
             cells[rc.S_OPEN_BUY if buy else rc.S_OPEN_SELL] += moved
             if self.book_var is not None:
-                self._var_exposure(symbol)
+                self._var_exposure(self.book_var, symbol)
         if is_open is not was_open:
             cells[rc.S_OPEN_ORDERS] += 1 if is_open else -1
         mult = self.instruments[symbol].multiplier
@@ -471,6 +477,7 @@ _DETAIL = {
     "DUPLICATE_ORDER": ("age_ms", "window_ms", "ms"),
     "SELF_MATCH": ("price", "own_resting", "fixed"),
 }
+_REMADE = ("check", "record_message", "rows", "cells", "account", "flow")  # not in a snapshot: made again
 # an order's type and time in force as one nonzero number, for the duplicate key (risk_checks.py)
 _TERMS = {t: 8 * (i + 1) for i, t in enumerate(OrderType)}
 _TIFS = {t: i for i, t in enumerate(TimeInForce)}
@@ -551,8 +558,8 @@ def reference_price(last: QuoteTick | Bar | TradeTick | None, now: int) -> tuple
         return 0, 0
     if type(last) is QuoteTick:
         return (last.bid + last.ask) // 2, now - last.ts_event
-    return (last.close if type(last) is Bar else last.price), now - last.ts_event
+    return (last.close if type(last) is Bar else cast(TradeTick, last).price), now - last.ts_event
 
 
 def _value(qty: int, price: int | None, multiplier: int) -> float:
-    return 0.0 if price is None else (qty / SCALE) * (price / SCALE) * multiplier
+    return 0.0 if price is None else ratio(qty, SCALE) * ratio(price, SCALE) * multiplier

@@ -2,7 +2,8 @@
 by the composition root: `Engine`, bootstrap.agent_engine), driven synchronously in the trading loop's
 order, without the journal's I/O, and kept in memory where asked (`record`), to be written into a new
 journal (`write`) that `foxhunt replay --verify` verifies like any run. The trading environment
-(environment.py) steps it; its journal sequence numbers are the ones a journal would assign.
+(environment.py) steps it; its journal sequence numbers are the ones a journal would assign. Every step
+of the environment runs through it, so it is compiled by mypyc with the kernel (foxhunt/compiled.py).
 """
 
 from __future__ import annotations
