@@ -61,3 +61,21 @@ def test_the_input_digest_names_the_exact_bytes():
     bumped = rows.copy()
     bumped.view(np.uint32)[0, 0, 0] += 1  # one ulp
     assert input_digest(bumped) != input_digest(rows)
+
+
+def test_a_graph_is_captured_without_torch_s_fills_of_new_tensors_which_come_back_after():
+    """graphs.unfilled, around a graph's warm-up and capture (the fills would be replayed with every call;
+    that the forecasts stay eager's bit for bit is tests/ml/test_gpu.py's, on a GPU)."""
+    from torch.utils import deterministic
+
+    from foxhunt.adapters.inference.graphs import unfilled
+
+    make_deterministic(1)
+    assert deterministic.fill_uninitialized_memory  # deterministic mode fills new tensors by default
+    assert torch.isnan(torch.empty(4)).all()
+    with unfilled():
+        assert not deterministic.fill_uninitialized_memory
+    assert deterministic.fill_uninitialized_memory
+    with pytest.raises(RuntimeError), unfilled():
+        raise RuntimeError("a capture that fails")
+    assert deterministic.fill_uninitialized_memory

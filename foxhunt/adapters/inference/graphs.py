@@ -7,14 +7,22 @@ a pinned host buffer: a call writes the input (`inputs`, a numpy view of the pin
 graph (one launch) and waits for that stream only. A graph removes launch overhead; it does not make
 anything deterministic (the deterministic kernels do), and replaying it computes what the same kernels
 compute eagerly (tests/ml/test_gpu.py, on the H200).
+
+The warm-up and the capture run with torch's filling of uninitialised memory off. In deterministic mode
+torch fills every new tensor of the forward pass with NaN before the kernel that writes it (a guard against
+kernels that read memory nobody wrote), and a graph would replay those fills on every call: 31 of the 127
+kernels of the attention model's call, 114 of Mamba2's 453 (bench/kernel_census.py). Every kernel of the
+forward writes its whole output, so the forecasts stay eager's bit for bit (eager runs with the fills).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
+import torch.utils.deterministic
 
 
 class Captured:
@@ -28,7 +36,7 @@ class Captured:
         self.host_in = torch.zeros(shape, dtype=torch.float32, pin_memory=True)
         self.inputs = self.host_in.numpy()
         self.static_in = torch.zeros(shape, dtype=torch.float32, device=device)
-        with torch.no_grad(), torch.cuda.stream(self.stream):
+        with torch.no_grad(), torch.cuda.stream(self.stream), unfilled():
             for _ in range(3):
                 out = forward(self.static_in)
             if after_warm_up is not None:
@@ -50,3 +58,15 @@ class Captured:
             self.graph.replay()
         self.stream.synchronize()
         return self.outputs
+
+
+@contextmanager
+def unfilled() -> Iterator[None]:
+    """New tensors left unfilled in deterministic mode (torch.utils.deterministic.fill_uninitialized_memory
+    off) while in the block, as it was after."""
+    before = torch.utils.deterministic.fill_uninitialized_memory
+    torch.utils.deterministic.fill_uninitialized_memory = False
+    try:
+        yield
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = before
