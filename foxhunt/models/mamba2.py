@@ -15,6 +15,7 @@ by dt), a skip D, a norm gated by SiLU(z), output projection; blocks are residua
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -24,10 +25,40 @@ from foxhunt.models.configs import Mamba2Config, Shape
 from foxhunt.models.layers import QuantileHead
 
 
+class Triangles(NamedTuple):
+    """The constant T x T matrices of the sums below: the upper triangle of ones, and the lower one, in
+    the values' dtype; where k > j, and where i < j (above the diagonal), as masks."""
+
+    upper: torch.Tensor
+    lower: torch.Tensor
+    not_below: torch.Tensor
+    above: torch.Tensor
+
+
+_TRIANGLES: dict[tuple[int, torch.dtype, torch.device], Triangles] = {}
+
+
+def triangles(t: int, dtype: torch.dtype, device: torch.device) -> Triangles:
+    """Made once per size, dtype and device and kept: made anew in each call they cost a dozen kernels a
+    block, which a scorer's CUDA graph would replay every call (bench/kernel_census.py). Under
+    torch.compile they are made in the traced code, which Inductor folds into its kernels, as before."""
+    if torch.compiler.is_compiling():
+        return _made(t, dtype, device)
+    kept = _TRIANGLES.get((t, dtype, device))
+    if kept is None:
+        with torch.inference_mode(False):  # plain tensors, which autograd may save whatever mode made them
+            kept = _TRIANGLES[(t, dtype, device)] = _made(t, dtype, device)
+    return kept
+
+
+def _made(t: int, dtype: torch.dtype, device: torch.device) -> Triangles:
+    ones = torch.ones(t, t, dtype=torch.bool, device=device)
+    return Triangles(torch.triu(ones).to(dtype), torch.tril(ones).to(dtype), ~torch.tril(ones, -1), ~torch.tril(ones))
+
+
 def prefix_sums(x: torch.Tensor) -> torch.Tensor:
     """x [..., T] -> out[..., i] = x[..., 0] + ... + x[..., i], as x times an upper triangle of ones."""
-    t = x.size(-1)
-    return x @ torch.triu(torch.ones(t, t, dtype=x.dtype, device=x.device))
+    return x @ triangles(x.size(-1), x.dtype, x.device).upper
 
 
 def segment_sums(x: torch.Tensor) -> torch.Tensor:
@@ -35,11 +66,9 @@ def segment_sums(x: torch.Tensor) -> torch.Tensor:
     diagonal; summed over masked copies (a lower triangle of ones times them), so no difference of large
     sums loses precision."""
     t = x.size(-1)
-    ones = torch.ones(t, t, dtype=torch.bool, device=x.device)
-    below = torch.tril(ones, -1)
-    copies = x.unsqueeze(-1).expand(*x.shape, t).masked_fill(~below, 0.0)  # [..., k, j] = x[k] where k > j
-    sums = torch.tril(ones).to(x.dtype) @ copies
-    return sums.masked_fill(~torch.tril(ones), float("-inf"))
+    tri = triangles(t, x.dtype, x.device)
+    copies = x.unsqueeze(-1).expand(*x.shape, t).masked_fill(tri.not_below, 0.0)  # [..., k, j] = x[k] where k > j
+    return (tri.lower @ copies).masked_fill(tri.above, float("-inf"))
 
 
 def ssd(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, chunk: int) -> torch.Tensor:

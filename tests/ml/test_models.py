@@ -75,6 +75,23 @@ def test_the_chunked_ssd_scan_equals_its_recurrence_at_every_chunk_length():
         torch.testing.assert_close(ssd(x, a, bb, cc, chunk), torch.stack(expected, 1), rtol=1e-12, atol=1e-12)
 
 
+def test_mamba2_s_kept_triangles_give_the_bits_of_triangles_made_anew_and_serve_autograd():
+    from foxhunt.models import mamba2
+
+    t = 37  # a length no other test uses: its triangles are made here, first in inference mode
+    x = torch.randn(3, 5, t, generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        first = mamba2.segment_sums(x)
+    ones = torch.ones(t, t, dtype=torch.bool)  # what each call made anew before they were kept
+    copies = x.unsqueeze(-1).expand(*x.shape, t).masked_fill(~torch.tril(ones, -1), 0.0)
+    anew = (torch.tril(ones).to(x.dtype) @ copies).masked_fill(~torch.tril(ones), float("-inf"))
+    assert torch.equal(first, anew) and torch.equal(mamba2.segment_sums(x), anew)
+    assert torch.equal(mamba2.prefix_sums(x), x @ torch.triu(torch.ones(t, t)))
+    w = x.clone().requires_grad_()
+    mamba2.prefix_sums(w).sum().backward()  # the kept triangles, made in inference mode, saved for backward
+    assert torch.equal(w.grad, torch.ones_like(x) @ torch.triu(torch.ones(t, t)).T)
+
+
 def test_a_tft_horizon_attends_to_the_window_and_to_no_later_horizon():
     shape = Shape(window=6, features=SPEC.width, horizons=(1, 4, 16), quantiles=(0.5,))
     tft = build("tft", TrainConfig().model("tft", "tiny"), shape, seed=1).net
