@@ -49,7 +49,8 @@ from foxhunt.models.forecaster import Forecaster, build
 def linear_kernel(x_ptr, w_ptr, b_ptr, y_ptr, add_ptr, g_ptr, beta_ptr, mean_ptr, scale_ptr, out_scale_ptr,
             row0, rows_end, n, k, x_stride, y_stride, add_stride, eps,
             NORM: tl.constexpr, STANDARDIZE: tl.constexpr, GELU: tl.constexpr, ADD: tl.constexpr,
-            OUT_SCALE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+            OUT_SCALE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+            PRECISION: tl.constexpr):
     """y[r - row0, :] = f(x[r, :]) @ w.T + b, for rows r in [row0, rows_end): f is LayerNorm (g, beta) with
     NORM, the standardisation (x - mean) / scale with STANDARDIZE; then GELU (erf) with GELU, + add[r, :]
     with ADD, * out_scale with OUT_SCALE. w is [n, k] (nn.Linear's weight)."""
@@ -90,7 +91,7 @@ def linear_kernel(x_ptr, w_ptr, b_ptr, y_ptr, add_ptr, g_ptr, beta_ptr, mean_ptr
         a = tl.where(inside, a, 0.0)
         # [BLOCK_N, BLOCK_K] along w's rows, where k is contiguous (coalesced), then transposed for the dot
         w = tl.load(w_ptr + cols[:, None] * k + ks[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
-        acc += tl.dot(a, tl.trans(w), input_precision="ieee")
+        acc += tl.dot(a, tl.trans(w), input_precision=PRECISION)
     acc += tl.load(b_ptr + cols, mask=col_ok, other=0.0)[None, :]
     if GELU:
         acc = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476))
@@ -103,7 +104,8 @@ def linear_kernel(x_ptr, w_ptr, b_ptr, y_ptr, add_ptr, g_ptr, beta_ptr, mean_ptr
 
 
 @triton.jit
-def attention_kernel(qkv_ptr, o_ptr, t, sqrt_dh, D: tl.constexpr, DH: tl.constexpr, BLOCK_T: tl.constexpr):
+def attention_kernel(qkv_ptr, o_ptr, t, sqrt_dh, D: tl.constexpr, DH: tl.constexpr, BLOCK_T: tl.constexpr,
+                     PRECISION: tl.constexpr):
     """One head (the program's id) over t rows: softmax(q k^T / sqrt(DH)) v, q, k and v that head's columns
     of qkv [t, 3 D], into its columns of o [t, D]."""
     h = tl.program_id(0)
@@ -114,11 +116,11 @@ def attention_kernel(qkv_ptr, o_ptr, t, sqrt_dh, D: tl.constexpr, DH: tl.constex
     q = tl.load(at, mask=t_ok[:, None], other=0.0)
     k = tl.load(at + D, mask=t_ok[:, None], other=0.0)
     v = tl.load(at + 2 * D, mask=t_ok[:, None], other=0.0)
-    s = tl.dot(q, tl.trans(k), input_precision="ieee") / sqrt_dh
+    s = tl.dot(q, tl.trans(k), input_precision=PRECISION) / sqrt_dh
     s = tl.where(t_ok[None, :], s, float("-inf"))
     p = tl.exp(s - tl.max(s, axis=1)[:, None])
     p = p / tl.sum(p, axis=1)[:, None]
-    o = tl.dot(p, v, input_precision="ieee")
+    o = tl.dot(p, v, input_precision=PRECISION)
     tl.store(o_ptr + ts[:, None] * D + h * DH + ds[None, :], o, mask=t_ok[:, None])
 
 
@@ -126,9 +128,10 @@ class FusedAttention(nn.Module):
     """The attention forecaster (models/attention.py) behind its normalisation (models/forecaster.py),
     `predict` at batch 1 in Triton kernels, into buffers of fixed shape (a CUDA graph captures it)."""
 
-    def __init__(self, forecaster: Forecaster, block_m: int = 16, warps: int = 4, stages: int = 3) -> None:
+    def __init__(self, forecaster: Forecaster, block_m: int = 16, warps: int = 4, stages: int = 3,
+                 precision: str = "ieee") -> None:
         super().__init__()
-        self.block_m, self.warps, self.stages = block_m, warps, stages
+        self.block_m, self.warps, self.stages, self.precision = block_m, warps, stages, precision
         net = forecaster.net
         self.window, self.features = net.position.shape[0], forecaster.shape.features
         self.d = net.position.shape[1]
@@ -173,7 +176,7 @@ class FusedAttention(nn.Module):
                       row0, rows, n, k, x.stride(0), y.stride(0), add.stride(0) if add is not None else 0, 1e-5,
                       NORM=norm is not None, STANDARDIZE=standardize, GELU=gelu, ADD=add is not None,
                       OUT_SCALE=out_scale is not None, BLOCK_M=self.block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-                      num_warps=self.warps, num_stages=self.stages)
+                      PRECISION=self.precision, num_warps=self.warps, num_stages=self.stages)
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape != (1, self.window, self.features):
@@ -189,7 +192,7 @@ class FusedAttention(nn.Module):
 
             self._linear(h, b("qkv_w"), b("qkv_b"), self.qkv, n=3 * d, k=d, norm=(b("n1_g"), b("n1_b")))
             attention_kernel[(self.heads,)](self.qkv, self.o, t, math.sqrt(d // self.heads), D=d, DH=d // self.heads,
-                                      BLOCK_T=triton.next_power_of_2(t))
+                                      BLOCK_T=triton.next_power_of_2(t), PRECISION=self.precision)
             self._linear(self.o, b("out_w"), b("out_b"), h2, n=d, k=d, add=h, block_n=32)
             self._linear(h2, b("ff1_w"), b("ff1_b"), self.f, n=self.d_ff, k=d, norm=(b("n2_g"), b("n2_b")), gelu=True)
             self._linear(self.f, b("ff2_w"), b("ff2_b"), h, n=d, k=self.d_ff, add=h2, block_n=32, block_k=64)
@@ -209,6 +212,8 @@ def main() -> None:
     p.add_argument("--block-m", type=int, default=16, help="rows of a tile (16: 64 rows make four)")
     p.add_argument("--warps", type=int, default=4)
     p.add_argument("--stages", type=int, default=3)
+    p.add_argument("--precision", default="ieee", choices=["ieee", "tf32x3"],
+                   help="the dots' input precision: FP32 on the CUDA cores, or three TF32 products on tensor cores")
     args = p.parse_args()
     make_deterministic(4)
     spec = FeatureSpec()
@@ -222,7 +227,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     inputs = rng.normal(size=(args.inputs, 1, 64, spec.width)).astype(np.float32)
     if args.check:
-        fused = FusedAttention(model, args.block_m, args.warps, args.stages)
+        fused = FusedAttention(model, args.block_m, args.warps, args.stages, args.precision)
         with torch.no_grad():
             diff = max(float((fused.predict(torch.from_numpy(w)) - model.predict(torch.from_numpy(w))).abs().max())
                        for w in inputs[:4])
@@ -234,7 +239,8 @@ def main() -> None:
 
     device = torch.device("cuda")
     ways = {"graph of the eager model": Scorer(model, 64, spec.width, device),
-            "graph of the fused kernels": Scorer(FusedAttention(model.to(device), args.block_m, args.warps, args.stages),
+            "graph of the fused kernels": Scorer(FusedAttention(model.to(device), args.block_m, args.warps, args.stages,
+                                                                        args.precision),
                                                  64, spec.width, device)}
     outs = {name: np.stack([way.score(w) for w in inputs]) for name, way in ways.items()}
     eager, fused = outs.values()

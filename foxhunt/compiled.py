@@ -22,7 +22,7 @@ Two rules for a compiled module, so that compiling never changes a result:
   Structs live beside them in modules that stay Python.
 - Its true divisions have a float on one side. mypyc divides two ints with `/` by converting each to a
   double first, which for an operand beyond 2**53 (9 million units in nanos) can differ in the last bit
-  from Python's correctly rounded quotient; nanos become units through `fixed_point.units`, which
+  from Python's correctly rounded quotient; nanos become floats through `fixed_point.ratio`, which
   divides as Python does (the pre-trade gate's exposures and values), and the rest of the risk engine,
   which divides nanos by nanos, stays Python.
 tests/integration/test_compiled.py checks both.

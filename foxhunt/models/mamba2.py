@@ -26,8 +26,9 @@ from foxhunt.models.layers import QuantileHead
 
 
 class Triangles(NamedTuple):
-    """The constant T x T matrices of the sums below: the upper triangle of ones, and the lower one, in
-    the values' dtype; where k > j, and where i < j (above the diagonal), as masks."""
+    """The constant T x T matrices of the sums below: the upper and the lower triangle of ones (diagonal
+    included) in the values' dtype, and as masks where a row is not below the diagonal (k <= j) and where
+    it is above it (i < j)."""
 
     upper: torch.Tensor
     lower: torch.Tensor

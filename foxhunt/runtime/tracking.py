@@ -7,8 +7,8 @@ an agent's targets. runtime/report.py draws it.
 
 The tracker follows every event of a backtest that is reported on (`foxhunt replay --report`, each point of
 `foxhunt sweep` for its Sharpe ratio), so this module is compiled by mypyc (foxhunt/compiled.py). Money in
-nanos becomes a float through `fixed_point.ratio`, which divides two ints as Python does (correctly rounded) where
-mypyc alone would divide their doubles.
+nanos becomes a float through `fixed_point.ratio`, which divides two ints as Python does (correctly
+rounded) where mypyc alone would divide their doubles.
 """
 
 from __future__ import annotations
