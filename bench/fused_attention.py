@@ -181,7 +181,8 @@ class FusedAttention(nn.Module):
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape != (1, self.window, self.features):
-            raise ValueError(f"FusedAttention serves batch 1: [1, {self.window}, {self.features}], got {tuple(x.shape)}")
+            raise ValueError(f"FusedAttention serves batch 1: [1, {self.window}, {self.features}], got"
+                             f" {tuple(x.shape)}")
         d, t = self.d, self.window
         x2 = x[0]
         self._linear(x2, self.embed_w, self.embed_b, self.h, n=d, k=self.features, standardize=True,
