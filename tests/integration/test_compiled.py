@@ -170,7 +170,6 @@ def test_compiled_and_python_derive_the_same_bytes_and_state():
     assert all(run[0] > 4_000 * 4 for run in agents.values()), agents  # an order on most of 4,000 steps
 
 
-
 def test_the_parsing_tests_pass_as_python_too():
     """This suite runs the compiled FIX parsing, CSV feeds and fixed-point text; their pinned results must
     hold for the Python source too."""
