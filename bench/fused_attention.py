@@ -28,6 +28,7 @@ against the eager graph's 357 / 372, under issue 22's 250 µs.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import math
@@ -189,9 +190,7 @@ class FusedAttention(nn.Module):
                      add=self.position, block_k=16)
         h, h2 = self.h, self.h2
         for i in range(self.blocks):
-            def b(name: str, i: int = i) -> torch.Tensor:
-                return self._p(i, name)
-
+            b = functools.partial(self._p, i)  # block i's buffer by name
             self._linear(h, b("qkv_w"), b("qkv_b"), self.qkv, n=3 * d, k=d, norm=(b("n1_g"), b("n1_b")))
             attention_kernel[(self.heads,)](self.qkv, self.o, t, math.sqrt(d // self.heads), D=d, DH=d // self.heads,
                                       BLOCK_T=triton.next_power_of_2(t), PRECISION=self.precision)
