@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import re
 import threading
 import time
 from collections import deque
@@ -448,10 +449,16 @@ class Recomputer:
         return self.runner.score(model.model_id, window[None])[0]
 
 
+_RENDERED = re.compile(r"\d+\.\d+(?:e[-+]?\d+)?")  # a float as a text shows it: "1337.945", "0.5", "1.2e-05"
+
+
 def _floats_out(value: Any) -> Any:
-    """A message as plain data with every float replaced by None: what is left is its decision."""
+    """A message as plain data with every float replaced by None, and every float its texts render (a
+    reason's "1337.945 bp of full_bps 0.5") by "#": what is left is its decision."""
     if isinstance(value, float):
         return None
+    if isinstance(value, str):
+        return _RENDERED.sub("#", value)
     if isinstance(value, dict):
         return {k: _floats_out(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from foxhunt import bootstrap, config
+from foxhunt.core.kernel import BEHAVIOUR
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
 from foxhunt.adapters.inference.policy import TorchPolicyRunner
 from foxhunt.adapters.journal.memory import MemoryJournalStore
@@ -37,7 +38,7 @@ from foxhunt.training.rl.environment import TradingEnv
 from foxhunt.training.rl.market import Market
 from tests.ml.test_scoring import perturbed
 
-FINGERPRINT = {"test": "1"}
+FINGERPRINT = {"test": "1", "kernel": str(BEHAVIOUR)}  # as a run of this foxhunt records
 ENV = {"FOXHUNT_AGENTS__ENV__EPISODE_STEPS": "200", "FOXHUNT_AGENTS__ENV__DECISION_EVERY": "2",
        "FOXHUNT_AGENTS__ENV__WARMUP": "32", "FOXHUNT_AGENTS__EVAL_EPISODES": "1",
        "FOXHUNT_AGENTS__PPO__STEPS": "1024", "FOXHUNT_AGENTS__PPO__EVAL_EVERY": "1024",
