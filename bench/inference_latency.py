@@ -6,7 +6,10 @@ a window of 64 rows, three ways side by side in alternating blocks:
 - graph: the scorer's CUDA graph, replayed (adapters/inference/scorer.py);
 - eager: the same scorer, the same copies, the model called eagerly;
 - compiled: the same copies around `torch.compile(model.predict, mode="reduce-overhead")` (which captures
-  CUDA graphs of its own), compiled before timing.
+  CUDA graphs of its own), compiled before timing;
+- inductor: `[scoring] compile = true`, the scorer's graph of the forward fused by torch.compile;
+- fused: `[scoring] fuse = true`, the scorer's graph of foxhunt's Triton kernels
+  (adapters/inference/fused/), for the models that have them (attention, mamba2).
 
 Determinism is on (make_deterministic) for all three. The weights are the seed's initial ones: latency
 does not depend on their values.
@@ -15,7 +18,7 @@ does not depend on their values.
     python bench/inference_latency.py --device cuda --archs tft --ways compiled      (one way alone)
     python bench/inference_latency.py --device cpu --size tiny --calls 500           (a dry run here)
 
-`--ways` picks which of the three run (each process captures its own graphs: torch 2.11's compiled graphs
+`--ways` picks which of them run (each process captures its own graphs: torch 2.11's compiled graphs
 of the TFT and Mamba2 crashed beside the scorer's own in one process, so those run in a process apart).
 """
 
@@ -66,7 +69,8 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=10_000)
     p.add_argument("--block", type=int, default=500)
     p.add_argument("--archs", default=",".join(ARCHITECTURES))
-    p.add_argument("--ways", default="graph,eager,compiled", help="which of graph, eager, compiled to time")
+    p.add_argument("--ways", default="graph,eager,compiled",
+                   help="which of graph, eager, compiled, inductor, fused to time")
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     args = p.parse_args()
     make_deterministic(4)
@@ -87,6 +91,14 @@ def main() -> None:
             if "eager" in wanted:
                 ways["eager"] = Scorer(build(arch, TrainConfig().model(arch, args.size), shape, seed=1), args.window,
                                        spec.width, device, batch=1, graph=False)
+            for name, form in (("inductor", {"compile": True}), ("fused", {"fuse": True})):
+                if name in wanted:
+                    served = Scorer(build(arch, TrainConfig().model(arch, args.size), shape, seed=1), args.window,
+                                    spec.width, device, batch=1, **form)
+                    if served.compiled or served.fused:
+                        ways[name] = served
+                    else:
+                        report.setdefault(arch, {})[name] = served.unfused
             if "compiled" in wanted:
                 started = time.perf_counter()
                 try:

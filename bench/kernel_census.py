@@ -3,7 +3,8 @@ long each runs, and how much of the graph replay the GPU spends idle between the
 
 For each model (production preset, window 64, batch 1, determinism on) and form (the scorer's CUDA graph
 of the eager model, adapters/inference/scorer.py; the same kernels launched one by one; with `--compile`
-the graph of the model compiled by Inductor, as `[scoring] compile = true` serves it), `--calls` scorer
+the graph of the model compiled by Inductor, as `[scoring] compile = true` serves it; with `--fuse` the
+graph of foxhunt's Triton kernels of it, as `[scoring] fuse = true` does), `--calls` scorer
 calls run under torch.profiler (CUPTI records each kernel, those a graph launches too). Per call it prints: the kernels and copies,
 the sum of their durations (the GPU's work), the span from the first one's start to the last one's end,
 the span's idle share (the gaps between dependent kernels), and the kernels that take the most time,
@@ -11,7 +12,7 @@ grouped by name. Against the scorer's latency (bench/inference_latency.py): the 
 arithmetic can save, the gaps what fewer kernels can save, and the rest of the latency (launch, the copies'
 set-up, the wait) is the host's.
 
-    python bench/kernel_census.py [--archs attention,tft,mamba2] [--compile] [--calls 20]   (on the H200)
+    python bench/kernel_census.py [--archs attention,tft,mamba2] [--compile] [--fuse] [--calls 20]  (the H200)
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--archs", default="attention,tft,mamba2")
     p.add_argument("--compile", action="store_true", help="also the Inductor-compiled form")
+    p.add_argument("--fuse", action="store_true", help="also foxhunt's Triton kernels, for the models that have them")
     p.add_argument("--calls", type=int, default=20)
     p.add_argument("--top", type=int, default=8)
     p.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -89,11 +91,12 @@ def main() -> None:
     shape = Shape(window=64, features=spec.width, horizons=(1, 4, 16), quantiles=(0.1, 0.5, 0.9))
     report: dict = {"environment": fingerprint(device)}
     for arch in args.archs.split(","):
-        forms = [("graph", True, False), ("launched one by one", False, False)]
-        forms += [("compiled, graph", True, True)] if args.compile else []
-        for form, graph, compiled in forms:
+        forms = [("graph", True, None), ("launched one by one", False, None)]
+        forms += [("compiled, graph", True, {"compile": True})] if args.compile else []
+        forms += [("fused, graph", True, {"fuse": True})] if args.fuse and arch in ("attention", "mamba2") else []
+        for form, graph, served in forms:
             model = build(arch, TrainConfig().model(arch, "production"), shape, seed=1)
-            scorer = Scorer(model, 64, spec.width, device, batch=1, graph=graph, compile=compiled)
+            scorer = Scorer(model, 64, spec.width, device, batch=1, graph=graph, **(served or {}))
             result = census(scorer, args.calls, args.top)
             report[f"{arch}, {form}"] = result
             print(f"{arch}, {form}:", json.dumps(result), flush=True)

@@ -20,7 +20,7 @@ second, and how many of them were scored (a window scored is the newest of its s
 busy the scores thin out, and on the CPU path a model call also waits for the interpreter's lock, which
 the busy loop holds; at a paced, live rate the tick-to-order run shows the share scored).
 
-    python bench/scoring_loop.py --device cuda --arch mlp [--quotes 20000 --rate 2000] [--compile]  (the H200)
+    python bench/scoring_loop.py --device cuda --arch mlp [--quotes 20000 --rate 2000] [--compile | --fuse]  (the H200)
     .venv/bin/python bench/scoring_loop.py --device cpu --arch mlp --size tiny --throughput   (here)
 """
 
@@ -98,10 +98,11 @@ def stored_model(root: Path, arch: str, size: str, window: int) -> tuple[LocalMo
 
 
 def cfg_for(store: LocalModelStore, strategy: str, models: list[str], device: str, levels: int,
-            compile: bool = False) -> config.Config:
+            compile: bool = False, fuse: bool = False) -> config.Config:
     env = {"FOXHUNT_STRATEGY__NAME": strategy, "FOXHUNT_MODELS__STORE": str(store.root),
            "FOXHUNT_SCORING__DEVICE": device, "FOXHUNT_SCORING__BATCH": "1", "FOXHUNT_SCORING__DEADLINE_MS": "5000",
-           "FOXHUNT_SCORING__COMPILE": "true" if compile else "false", "FOXHUNT_SCORING__LOAD_DEADLINE_S": "600"}
+           "FOXHUNT_SCORING__COMPILE": "true" if compile else "false", "FOXHUNT_SCORING__FUSE": "true" if fuse else "false",
+           "FOXHUNT_SCORING__LOAD_DEADLINE_S": "600"}
     if strategy == "agent":  # models: the stored agent the strategy follows, served by the policy source
         env |= {"FOXHUNT_STRATEGY__AGENT__POLICY": models[0], "FOXHUNT_RISK__MAX_ORDERS_PER_WINDOW": "100000",
                 "FOXHUNT_RISK__MAX_MESSAGES_PER_SECOND": "100000"}
@@ -144,7 +145,7 @@ async def run(cfg: config.Config, feed, clock, rate: float | None) -> tuple[dict
 
 
 def tick_to_order(args, store: LocalModelStore, mid: str) -> dict:
-    cfg = cfg_for(store, strategy_of(args), [mid], args.device, args.levels, args.compile)
+    cfg = cfg_for(store, strategy_of(args), [mid], args.device, args.levels, args.compile, args.fuse)
     clock = WallClock()
     feed = SyntheticFeed(5, args.quotes, cfg.trading().build_instruments()["EURUSD"], parse_fixed("1.1"), clock)
     summary, records, sent = anyio.run(run, cfg, feed, clock, args.rate, backend_options={"use_uvloop": True})
@@ -237,6 +238,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--throughput", action="store_true", help="the throughput rounds instead of tick to order")
     p.add_argument("--compile", action="store_true", help="[scoring] compile: the forward fused inside the graph")
+    p.add_argument("--fuse", action="store_true", help="[scoring] fuse: foxhunt's Triton kernels inside the graph")
     p.add_argument("--agent", choices=["rainbow", "ppo", "iql"], help="the strategy agent on a served agent of this"
                    " kind, instead of the ensemble strategy on a model of --arch")
     p.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -247,11 +249,11 @@ def main() -> None:
         result = throughput(args, store, mid) if args.throughput else tick_to_order(args, store, mid)
     arch = args.agent or args.arch
     result |= {"arch": arch, "size": args.size, "window": 1 if args.agent else args.window, "compile": args.compile,
-               "device": "cpu" if args.throughput else args.device}
+               "fuse": args.fuse, "device": "cpu" if args.throughput else args.device}
     print(json.dumps(result))
     Path(args.out).mkdir(parents=True, exist_ok=True)
     name = (f"{strategy_of(args)}_throughput" if args.throughput else
-            f"tick_to_order_{arch}{'_compiled' if args.compile else ''}")
+            f"tick_to_order_{arch}{'_compiled' if args.compile else ''}{'_fused' if args.fuse else ''}")
     (Path(args.out) / f"{name}.json").write_text(json.dumps(result, indent=1))
 
 

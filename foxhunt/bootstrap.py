@@ -238,7 +238,7 @@ def model_runner(cfg: Config, store: str | None = None) -> ModelRunner:
     from foxhunt.adapters.inference.runner import TorchRunner  # torch, for the commands that use models
 
     s = cfg.scoring
-    return TorchRunner(model_store(cfg, store), s.device, s.batch, s.graph, s.threads, s.compile)
+    return TorchRunner(model_store(cfg, store), s.device, s.batch, s.graph, s.threads, s.compile, s.fuse)
 
 
 def policy_runner(cfg: Config) -> PolicyRunner:

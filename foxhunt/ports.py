@@ -256,10 +256,12 @@ class ModelRunner(abc.ABC):
 
     - `prepare()` applies the determinism settings (models/determinism.py) before any CUDA work, and
       returns the device's name, the environment fingerprint and the switches, for ModelsLoaded.
-    - `load(model_id, feature_digest, compiled)` reads the model from the store, checks that its parameters
+    - `load(model_id, feature_digest, like)` reads the model from the store, checks that its parameters
       hash to its manifest's and that it was trained on the feature set `feature_digest`, builds it for the
-      device (on CUDA: captures its graph and warms it up; its forward fused by torch.compile where
-      `compiled` says so, or, None, where the runner is configured to) and describes it. Loading an id again loads it afresh
+      device and describes it. On CUDA it captures its graph and warms it up, its forward in the form
+      `like` (a journal's LoadedModel of it: verify recomputes as the run served) was served in, else in the
+      form the runner is configured to serve: eager, fused by torch.compile (`compiled`) or in foxhunt's
+      Triton kernels (`fused`). Loading an id again loads it afresh
       (a model fixed in the store). A model that cannot be loaded is a ModelError (what="load") naming it
       and why; nothing is left loaded of it.
     - `score(model_id, windows)`: float32 [n, window, features] windows, 1 <= n <= the model's batch, to
@@ -276,7 +278,7 @@ class ModelRunner(abc.ABC):
     def prepare(self) -> tuple[dict[str, str], dict[str, str]]: ...
 
     @abc.abstractmethod
-    def load(self, model_id: str, feature_digest: str, compiled: bool | None = None) -> LoadedModel: ...
+    def load(self, model_id: str, feature_digest: str, like: LoadedModel | None = None) -> LoadedModel: ...
 
     @abc.abstractmethod
     def score(self, model_id: str, windows: np.ndarray) -> np.ndarray: ...

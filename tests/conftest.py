@@ -20,6 +20,16 @@ from foxhunt.adapters.journal.pg import migrate
 from foxhunt.adapters.journal.pg_embedded import EmbeddedCluster
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config):
+    import torch
+
+    # Without a GPU, Triton's interpreter runs foxhunt's fused kernels on the CPU (tests/ml/test_fused.py).
+    # Triton reads the switch when a kernel is defined, and its own library's when it is imported (which
+    # torch's determinism settings do): so before any test runs, for the whole session.
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 

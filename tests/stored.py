@@ -3,20 +3,30 @@ runner (no boto3 here: the GPU machine runs the runner's suite without it)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
+
 from foxhunt.core.features import FeatureSpec
 from foxhunt.models.artifact import FeatureSetRef, Manifest, model_id, pack
 from foxhunt.models.configs import Shape, TrainConfig
 from foxhunt.models.forecaster import build, parameter_hash
 
 SPEC = FeatureSpec()
+# models that foxhunt's fused kernels serve (adapters/inference/fused/: heads and state 16 wide)
+FUSABLE = {"attention": {"d_model": 32, "heads": 2, "layers": 2, "d_ff": 64},
+           "mamba2": {"d_model": 32, "d_state": 16, "headdim": 16, "expand": 2, "layers": 2, "chunk": 8}}
 
 
-def files(seed: int = 1, spec: FeatureSpec = SPEC) -> tuple[str, dict[str, bytes]]:
-    shape = Shape(window=4, features=spec.width, horizons=(1, 4), quantiles=(0.5,))
-    model = build("mlp", TrainConfig().model("mlp", "tiny"), shape, seed)
+def files(seed: int = 1, spec: FeatureSpec = SPEC, arch: str = "mlp", values: dict[str, Any] | None = None,
+          window: int = 4) -> tuple[str, dict[str, bytes]]:
+    """An untrained model of `arch`'s tiny preset (with `values` over it), its weights seeded."""
+    shape = Shape(window=window, features=spec.width, horizons=(1, 4), quantiles=(0.5,))
+    cfg = TrainConfig(models={arch: values or {}}).model(arch, "tiny")
+    model = build(arch, cfg, shape, seed)
     sha = parameter_hash(model)
     manifest = Manifest(
-        model_id=model_id("mlp", sha), arch="mlp", size="tiny", config={"hidden": 16, "layers": 2, "dropout": 0.0},
+        model_id=model_id(arch, sha), arch=arch, size="tiny", config=msgspec.structs.asdict(cfg),
         shape=shape, seed=seed, parameter_sha256=sha,
         feature_set=FeatureSetRef(name=spec.name, version=spec.version, digest=spec.digest(), spec={}),
     )

@@ -26,6 +26,7 @@ class LoadedModel(msgspec.Struct, frozen=True, kw_only=True):
     batch: int
     graph: bool
     compiled: bool = False  # its forward fused by torch.compile (on CUDA): verify compiles it the same way
+    fused: bool = False  # its forward in foxhunt's Triton kernels (on CUDA): verify serves it the same way
     symbol: str = ""  # a trading agent's (runtime/policies.py): the symbol it decides on; "" for a forecaster
 
 

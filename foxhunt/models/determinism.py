@@ -59,8 +59,18 @@ def fingerprint(device: torch.device) -> dict[str, str]:
             "cuda": str(torch.version.cuda), "cudnn": str(torch.backends.cudnn.version()),
             "gpu": props.name, "sm_count": str(props.multi_processor_count),
             "capability": f"{props.major}.{props.minor}",
+            "triton": _version("triton"),  # the compiler of the fused kernels (adapters/inference/fused/)
         }
     return out
+
+
+def _version(package: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "none"
 
 
 def _processor() -> str:

@@ -430,10 +430,9 @@ class Recomputer:
         if model_id not in self.models:
             if self.spec is None:
                 raise ModelError(f"model {model_id}: no ModelsLoaded came before its scores", what="load")
-            served = self.served.get(model_id)
-            try:  # built as the journal's source built it (compiled or not); else as configured here
+            try:  # built as the journal's source built it (eager, compiled or fused); else as configured here
                 self.models[model_id] = self.runner.load(model_id, self.spec.digest(),
-                                                         served.compiled if served is not None else None)
+                                                         self.served.get(model_id))
             except ModelError as e:
                 self.models[model_id] = e
         found = self.models[model_id]

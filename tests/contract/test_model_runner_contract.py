@@ -19,7 +19,7 @@ from foxhunt.errors import ModelError
 from foxhunt.models.artifact import WEIGHTS, FeatureSetRef, Manifest, model_id, pack
 from foxhunt.models.configs import ARCHITECTURES, Shape, TrainConfig
 from foxhunt.models.forecaster import build, parameter_hash
-from tests.stored import files
+from tests.stored import FUSABLE, files
 
 SPEC = FeatureSpec()
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the CUDA runner runs on a GPU machine")
@@ -30,9 +30,9 @@ def device(request) -> str:
     return request.param
 
 
-def runner_with(tmp_path, device: str, batch: int = 4, seed: int = 1) -> tuple[TorchRunner, str]:
+def runner_with(tmp_path, device: str, batch: int = 4, seed: int = 1, **model) -> tuple[TorchRunner, str]:
     store = LocalModelStore(tmp_path / "models")
-    mid, stored = files(seed)
+    mid, stored = files(seed, **model)
     store.put(mid, stored)
     runner = TorchRunner(store, device, batch=batch)
     runner.prepare()
@@ -63,12 +63,35 @@ def test_a_loaded_model_describes_what_it_reads_and_writes(tmp_path, device):
     fused = TorchRunner(runner.store, device, batch=4, compile=True)
     fused.prepare()
     assert fused.load(mid, SPEC.digest()).compiled == (device == "cuda")  # the CPU always runs eagerly
-    assert not fused.load(mid, SPEC.digest(), compiled=False).compiled  # as a journal says it was served
+    assert not fused.load(mid, SPEC.digest(), like=info).compiled  # as a journal says it was served
 
 
-def test_a_row_s_forecast_is_its_own_and_the_same_every_call(tmp_path, device):
-    runner, mid = runner_with(tmp_path, device)
-    runner.load(mid, SPEC.digest())
+def test_fuse_serves_attention_in_foxhunt_s_kernels_on_cuda_the_others_as_they_were_and_says_which(tmp_path, device):
+    """[scoring] fuse: an attention model served by its Triton kernels on CUDA (eagerly on the CPU), a model
+    without kernels of its own as without fuse; a journal's LoadedModel says how to serve it again."""
+    store = LocalModelStore(tmp_path / "models")
+    (attention, stored), (mlp, more) = files(arch="attention", values=FUSABLE["attention"], window=12), files()
+    store.put(attention, stored)
+    store.put(mlp, more)
+    runner = TorchRunner(store, device, batch=4, fuse=True)
+    runner.prepare()
+    info = runner.load(attention, SPEC.digest())
+    assert info.fused == (device == "cuda") and not info.compiled and info.graph == (device == "cuda")
+    assert not runner.load(mlp, SPEC.digest()).fused
+    assert not runner.load(attention, SPEC.digest(), like=msgspec.structs.replace(info, fused=False)).fused
+    plain = TorchRunner(store, device, batch=4)
+    plain.prepare()
+    assert plain.load(attention, SPEC.digest(), like=info).fused == (device == "cuda")
+
+
+@pytest.mark.parametrize(("arch", "fuse"), [(arch, False) for arch in ARCHITECTURES] + [
+    ("attention", True), ("mamba2", True)])
+def test_a_row_s_forecast_is_its_own_and_the_same_every_call(tmp_path, device, arch, fuse):
+    """Every architecture, and the models served by foxhunt's fused kernels (on CUDA; eagerly on the CPU):
+    a row's forecast is the same alone, among others and in any place among them."""
+    runner, mid = runner_with(tmp_path, device, arch=arch, values=FUSABLE[arch] if fuse else None)
+    runner.fuse = fuse
+    assert runner.load(mid, SPEC.digest()).fused == (fuse and device == "cuda")
     rows = windows(4)
     together = runner.score(mid, rows)
     assert together.shape == (4, 2, 1) and together.dtype == np.float32

@@ -2,7 +2,9 @@
 resumed run the uninterrupted one's, and deterministic mode refuses an op that has no deterministic
 kernel; graph replay equals eager; the scoring source on CUDA graphs records a journal that verifies on the
 GPU and is numerically equivalent on the CPU; two processes score the same bytes; a served agent's graph
-acts as its eager forward, and its journal verifies as the scores' does. Without CUDA (CI) they
+acts as its eager forward, and its journal verifies as the scores' does; the fused attention kernels
+forecast as eager within float32 rounding (attention and Mamba2), and a journal they scored verifies
+identical on the GPU. Without CUDA (CI) they
 skip and say so; the same logic runs on the CPU in test_models.py and test_scoring.py, and the
 production-size checks on the H200 are bench/train_gpu.py's (docs/benchmarks.md)."""
 
@@ -85,24 +87,29 @@ async def test_a_journal_recorded_on_the_gpu_verifies_there_and_is_numerically_e
     print("GPU journal on the CPU:", on_cpu["scores"])
 
 
-def test_two_processes_give_identical_scores_on_the_gpu(model_store):
-    """The same stored model, the same windows, two processes, CUDA graphs: the same bytes."""
+@pytest.mark.parametrize("fused", [None, "attention", "mamba2"])
+def test_two_processes_give_identical_scores_on_the_gpu(request, tmp_path, fused):
+    """The same stored model, the same windows, two processes, CUDA graphs: the same bytes (also from the
+    fused kernels, compiled by Triton in each process)."""
     import subprocess
     import sys
 
-    store, model_id = model_store
+    store, model_id = fusable_store(tmp_path, fused) if fused else request.getfixturevalue("model_store")
+    fuse = fused is not None
     code = (
         "import sys, hashlib, numpy as np\n"
         "from foxhunt.adapters.inference.runner import TorchRunner\n"
         "from foxhunt.adapters.models.store import LocalModelStore\n"
         "from foxhunt.config import Config\n"
-        "r = TorchRunner(LocalModelStore(__import__('pathlib').Path(sys.argv[1])), 'cuda', batch=4)\n"
+        "r = TorchRunner(LocalModelStore(__import__('pathlib').Path(sys.argv[1])), 'cuda', batch=4,"
+        " fuse=sys.argv[3] == '1')\n"
         "r.prepare(); info = r.load(sys.argv[2], Config().features.digest())\n"
+        "assert info.fused == (sys.argv[3] == '1')\n"
         "w = np.random.default_rng(3).normal(size=(64, 4, info.window, info.features)).astype(np.float32)\n"
         "print(hashlib.sha256(b''.join(r.score(sys.argv[2], x).tobytes() for x in w)).hexdigest())\n"
     )
-    runs = [subprocess.run([sys.executable, "-c", code, str(store.root), model_id], capture_output=True, text=True,
-                           check=True).stdout.strip() for _ in range(2)]
+    runs = [subprocess.run([sys.executable, "-c", code, str(store.root), model_id, str(int(fuse))],
+                           capture_output=True, text=True, check=True).stdout.strip() for _ in range(2)]
     assert len(runs[0]) == 64 and runs[0] == runs[1]
 
 
@@ -123,6 +130,75 @@ async def test_a_journal_scored_by_compiled_models_verifies_identical_by_models_
     assert loaded.models[0].compiled and loaded.models[0].graph and of(ModelScored, recorded)
     again = await verify(journal, TorchRunner(store, "cuda", batch=4, compile=False))
     assert again["scores"].startswith("identical") and again["state_digest"] == summary["state_digest"]
+
+
+@pytest.mark.parametrize("arch", ["attention", "mamba2"])
+@pytest.mark.parametrize(("size", "batch"), [("tiny", 4), ("production", 1), ("production", 4)])
+def test_on_cuda_the_fused_kernels_forecast_as_eager_within_float32_rounding_the_same_bytes_every_call(
+        arch, size, batch):
+    """[scoring] fuse (adapters/inference/fused/): the graph of the fused kernels against the graph of the
+    eager model; its replay equals the fused kernels run without a graph, bitwise; a row's forecast does
+    not depend on what the other rows held."""
+    from foxhunt.adapters.inference.scorer import Scorer
+    from foxhunt.models.configs import Shape, TrainConfig
+    from foxhunt.models.forecaster import build
+    from tests.stored import FUSABLE
+
+    make_deterministic(1)
+    shape = Shape(window=64, features=24, horizons=(1, 4, 16), quantiles=(0.1, 0.5, 0.9))
+    cfg = TrainConfig(models={arch: FUSABLE[arch] if size == "tiny" else {}}).model(arch, size)
+    model = build(arch, cfg, shape, seed=3).eval()
+    g = torch.Generator().manual_seed(4)
+    with torch.no_grad():  # scales other than the identity, which the kernels must apply
+        model.x_mean.uniform_(-0.5, 0.5, generator=g)
+        model.x_scale.uniform_(0.5, 2.0, generator=g)
+        model.y_scale.uniform_(0.5, 2.0, generator=g)
+    cuda = torch.device("cuda")
+    eager = Scorer(model, 64, 24, cuda, batch=batch)
+    fused = Scorer(model, 64, 24, cuda, batch=batch, fuse=True)
+    unrolled = Scorer(model, 64, 24, cuda, batch=batch, graph=False, fuse=True)
+    assert fused.fused and fused.graph is not None and unrolled.fused and not eager.fused
+    rows = np.random.default_rng(5).normal(size=(32, batch, 64, 24)).astype(np.float32)
+    got = np.stack([fused.score(w) for w in rows])
+    want = np.stack([eager.score(w) for w in rows])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert np.array_equal(np.stack([fused.score(w) for w in rows]), got)
+    assert np.array_equal(np.stack([unrolled.score(w) for w in rows]), got)
+    if batch > 1:
+        assert np.array_equal(fused.score(np.concatenate([rows[0, :1], rows[1, 1:]]))[:1], got[0, :1])
+    print(f"fused {arch} {size} batch {batch}: largest difference from eager {float(np.abs(got - want).max()):.3g}")
+
+
+def fusable_store(tmp_path, arch: str):
+    """An (untrained, seeded) model of `arch` that the fused kernels serve, in a store."""
+    from foxhunt.adapters.models.store import LocalModelStore
+    from tests.stored import FUSABLE, files
+
+    store = LocalModelStore(tmp_path / "models")
+    model_id, stored = files(arch=arch, values=FUSABLE[arch], window=16)
+    store.put(model_id, stored)
+    return store, model_id
+
+
+@pytest.mark.parametrize("arch", ["attention", "mamba2"])
+async def test_a_journal_scored_by_fused_kernels_verifies_identical_by_kernels_fused_the_same_way(tmp_path, arch):
+    """[scoring] fuse: the journal says which models its kernels served (LoadedModel.fused), and verify
+    serves them the same way whatever its own configuration; on the CPU it is numerically equivalent."""
+    from foxhunt.adapters.inference.runner import TorchRunner
+    from foxhunt.messages.scores import ModelScored, ModelsLoaded
+    from tests.ml.test_scoring import cfg_for, of, paper_run, verify
+
+    store, model_id = fusable_store(tmp_path, arch)
+    journal, summary, recorded = await paper_run(cfg_for(store, [model_id], device="cuda", fuse="true"), n=400)
+    loaded = of(ModelsLoaded, recorded)[0]
+    assert loaded.models[0].fused and loaded.models[0].graph and "triton" in loaded.fingerprint
+    assert of(ModelScored, recorded)
+    again = await verify(journal, TorchRunner(store, "cuda", batch=4))
+    assert again["scores"].startswith("identical") and again["state_digest"] == summary["state_digest"]
+    on_cpu = await verify(journal, TorchRunner(store, "cpu", batch=4))
+    assert on_cpu["scores"].startswith("numerically equivalent, not identical: recorded on NVIDIA")
+    assert on_cpu["largest_abs_diff"] < 1e-5 and on_cpu["state_digest"] == summary["state_digest"]
+    print("fused GPU journal on the CPU:", on_cpu["scores"])
 
 
 @pytest.mark.parametrize("kind", ["rainbow", "ppo"])

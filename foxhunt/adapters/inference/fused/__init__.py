@@ -1,0 +1,44 @@
+"""Forecasters in foxhunt's own Triton kernels: what `[scoring] fuse = true` serves on a GPU (scorer.py),
+inside the scorer's CUDA graph, for the architectures that have them (attention.py, mamba2.py).
+
+Why: at batch 1 the eager models' graphs spend most of a call in cuBLAS's FP32 GEMMs at 64 rows (SIMT
+tiles and split-K reductions) and in the small kernels around them (bench/kernel_census.py). Here a linear
+layer is one kernel with what surrounds it (linear.py), and a sequence mixer (attention, the Mamba2 scan)
+one kernel a layer: a call is a dozen to two dozen kernels where eager's graph replays a hundred or more.
+
+Determinism: fixed tile sizes, warps and stages (no autotuning), no atomics, no split reductions, so the
+same input gives the same bytes in every call and every process. The dots run as three TF32 products on
+tensor cores (`tf32x3`), which keeps about FP32's accuracy, but every sum runs in another order than
+eager's: not eager's bytes (within float32 rounding of them: tests/ml/test_gpu.py). A journal records
+that a model was served this way (LoadedModel.fused) and verify serves it the same way; the environment
+fingerprint names Triton's version.
+
+Where a model's shapes do not suit the kernels, `unfusable` says why and the scorer serves it as it would
+without `fuse`. Under `TRITON_INTERPRET=1` the kernels run on the CPU in numpy: how CI checks their
+arithmetic (tests/ml/test_fused.py).
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from foxhunt.adapters.inference.fused import attention, mamba2
+from foxhunt.models.forecaster import Forecaster
+
+FORMS = {"attention": (attention.unfusable, attention.FusedAttention),
+         "mamba2": (mamba2.unfusable, mamba2.FusedMamba2)}
+
+
+def unfusable(model: nn.Module) -> str | None:
+    """Why foxhunt's kernels cannot serve `model`; None where they can."""
+    arch = getattr(model, "arch", type(model).__name__)
+    if not isinstance(model, Forecaster) or arch not in FORMS:
+        return f"no fused kernels for {arch} (only for {' and '.join(FORMS)})"
+    return FORMS[arch][0](model)
+
+
+def fused(model: Forecaster, batch: int) -> nn.Module:
+    """`model` in foxhunt's kernels at `batch` windows a call (ValueError naming why where it cannot be)."""
+    if (why := unfusable(model)) is not None:
+        raise ValueError(why)
+    return FORMS[model.arch][1](model, batch)

@@ -1,0 +1,89 @@
+"""The fused models' Triton kernels (adapters/inference/fused/), compiled on a GPU, and on the CPU (CI) run
+by Triton's interpreter (TRITON_INTERPRET=1, numpy doing each block's arithmetic): for attention and Mamba2
+the kernels compute the model's forecast (within float32 rounding: they sum in other orders), for one
+window and several, whole tiles of rows or not, with the input standardisation and the output scales
+applied; the models they cannot serve are named with the reason. On the H200, tests/ml/test_gpu.py also
+checks them at the production presets, inside the scorer's graph, and their bytes across calls and
+processes."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from foxhunt.models.configs import Shape, TrainConfig
+from foxhunt.models.forecaster import build
+from tests.stored import FUSABLE
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@pytest.fixture(scope="module")
+def fused():
+    """The package: its kernels compiled on a GPU, interpreted on the CPU (tests/conftest.py sets
+    TRITON_INTERPRET where there is no GPU, before anything imports Triton)."""
+    assert DEVICE.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1", "Triton's interpreter is off"
+    from foxhunt.adapters.inference import fused
+
+    return fused
+
+
+def forecaster(arch: str, window: int, features: int = 12, seed: int = 1, **values) -> torch.nn.Module:
+    """A forecaster the kernels serve, with scales other than the identity, so the kernels must apply them."""
+    shape = Shape(window=window, features=features, horizons=(1, 4, 16), quantiles=(0.1, 0.5, 0.9))
+    model = build(arch, TrainConfig(models={arch: FUSABLE[arch] | values}).model(arch, "tiny"), shape, seed).eval()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        model.x_mean.uniform_(-0.5, 0.5, generator=g)
+        model.x_scale.uniform_(0.5, 2.0, generator=g)
+        model.y_scale.uniform_(0.5, 2.0, generator=g)
+    return model.to(DEVICE)
+
+
+@pytest.mark.parametrize("arch", ["attention", "mamba2"])
+@pytest.mark.parametrize(("window", "batch"), [(16, 1), (12, 3), (40, 2)])
+def test_the_fused_kernels_compute_the_model_s_forecast(fused, arch, window, batch):
+    """Windows of whole 16-row tiles and not, one window a call and several, a window past one tile of
+    the sequence kernel's rows (40 of 64), and for Mamba2 longer than its chunks (8 rows)."""
+    model = forecaster(arch, window)
+    x = torch.randn(batch, window, 12, generator=torch.Generator().manual_seed(window)).to(DEVICE)
+    served = fused.fused(model, batch)
+    with torch.no_grad():
+        got, want = served.predict(x).clone(), model.predict(x)
+    assert got.shape == want.shape == (batch, 3, 3)
+    # float32 rounding only: sums in another order (measured here: about 2e-7 where forecasts reach 0.9)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    # each window's forecast is its own: the first alone gives what it gave among the others
+    alone = fused.fused(model, 1)
+    with torch.no_grad():
+        torch.testing.assert_close(alone.predict(x[:1]), got[:1], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("arch", ["attention", "mamba2"])
+def test_the_fused_model_keeps_its_own_copy_of_the_weights_and_refuses_another_shape(fused, arch):
+    model = forecaster(arch, 16)
+    served = fused.fused(model, 2)
+    x = torch.randn(2, 16, 12, generator=torch.Generator().manual_seed(5)).to(DEVICE)
+    with torch.no_grad():
+        before = served.predict(x).clone()
+        model.net.embed.weight.add_(1.0)  # the store's weights are what it serves, whatever the module does after
+        assert torch.equal(served.predict(x), before)
+    with pytest.raises(ValueError, match=r"windows of shape \(2, 16, 12\), got \(1, 16, 12\)"):
+        served.predict(x[:1])
+
+
+def test_a_model_the_kernels_cannot_serve_is_named_with_the_reason(fused):
+    shape = Shape(window=8, features=12, horizons=(1,), quantiles=(0.5,))
+    tft = build("tft", TrainConfig().model("tft", "tiny"), shape, 1)
+    assert fused.unfusable(tft) == "no fused kernels for tft (only for attention and mamba2)"
+    assert fused.unfusable(torch.nn.Linear(2, 2)) == "no fused kernels for Linear (only for attention and mamba2)"
+    assert fused.unfusable(forecaster("attention", 16, heads=4)) == (
+        "head width 8 is not a power of two of at least 16 (a tensor-core dot's)")
+    assert fused.unfusable(forecaster("mamba2", 16, d_state=24)) == (
+        "state size 24 is not a power of two of at least 16 (a tensor-core dot's)")
+    assert fused.unfusable(forecaster("mamba2", 129)) == "window 129 is longer than the fused kernels' 128 rows"
+    assert fused.unfusable(forecaster("attention", 128)) is None
+    with pytest.raises(ValueError, match="head width 8"):
+        fused.fused(forecaster("attention", 16, heads=4), 1)
