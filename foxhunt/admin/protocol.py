@@ -72,8 +72,8 @@ COMMANDS: dict[str, Spec] = {
     "journal": Spec("journal tail [-n N]", "the last N committed events (default 10)", (1, 1), options=("-n",),
                     choices=("tail",)),
     "config": Spec("config", "the configuration the daemon runs with (secrets redacted)"),
-    "models": Spec("models", "the models the scoring source serves: device, parameter hashes, latency percentiles,"
-                   " failures (resume loads failed models again)"),
+    "models": Spec("models", "the models the scoring source serves: device, parameter hashes, how each runs (graph;"
+                   " eager, compiled or fused), latency percentiles, failures (resume loads failed models again)"),
     "halt": Spec("halt --reason TEXT", "stop all new orders; cancels still pass", changes_state=True),
     "reduce": Spec("reduce --reason TEXT", "allow only orders that reduce exposure", changes_state=True),
     "resume": Spec("resume --reason TEXT", "back to ACTIVE; re-arms tripped breakers and loads failed models again",

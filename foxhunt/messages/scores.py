@@ -29,6 +29,12 @@ class LoadedModel(msgspec.Struct, frozen=True, kw_only=True):
     fused: bool = False  # its forward in foxhunt's Triton kernels (on CUDA): verify serves it the same way
     symbol: str = ""  # a trading agent's (runtime/policies.py): the symbol it decides on; "" for a forecaster
 
+    @property
+    def form(self) -> str:
+        """How its forward runs: in foxhunt's kernels ("fused"), fused by torch.compile ("compiled"), as
+        the model's own modules ("eager"); on CUDA inside a graph where `graph` says so."""
+        return "fused" if self.fused else "compiled" if self.compiled else "eager"
+
 
 class ModelsLoaded(Input, frozen=True, kw_only=True):
     """The scoring source is serving `models` on `device`: once per run and after each reload, with the

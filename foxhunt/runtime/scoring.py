@@ -389,6 +389,7 @@ class ScoringService(SourceTask):
             "models": {m: {"state": "serving" if m in self.loaded else "failed",
                            "parameter_sha256": self.loaded[m].parameter_sha256 if m in self.loaded else None,
                            "graph": self.loaded[m].graph if m in self.loaded else None,
+                           "form": self.loaded[m].form if m in self.loaded else None,
                            "reason": self.failed.get(m), **self.stats[m].summary()}
                        for m in self.wanted_models},
             "windows_waiting": len(self.wanted),

@@ -289,6 +289,7 @@ async def test_an_operator_s_resume_loads_a_failed_model_again(model_store, tmp_
         tg.cancel_scope.cancel()
     assert service.status()["models"][model_id]["state"] == "serving"
     assert service.status()["models"][model_id]["calls"] >= 1
+    assert service.status()["models"][model_id]["form"] == "eager"  # on the CPU, whatever compile or fuse say
 
 
 class OtherHardware(TorchRunner):
