@@ -70,21 +70,29 @@ async def test_a_journal_recorded_on_the_gpu_verifies_there_and_is_numerically_e
     """The scoring source on CUDA graphs in a paper run; its journal verified with every score recomputed on
     the GPU (identical) and on the CPU (another machine class: numerically equivalent, every decision the
     same, or the verify fails naming the decision that is not)."""
-    from foxhunt.adapters.inference.runner import TorchRunner
     from foxhunt.messages.scores import ModelScored, ModelsLoaded
-    from tests.ml.test_scoring import cfg_for, of, paper_run, verify
+    from tests.ml.test_scoring import cfg_for, of, paper_run
 
     store, model_id = model_store
     journal, summary, recorded = await paper_run(cfg_for(store, [model_id], device="cuda"))
     loaded = of(ModelsLoaded, recorded)[0]
     assert loaded.device.startswith("cuda") and loaded.models[0].graph and "gpu" in loaded.fingerprint
     assert len(of(ModelScored, recorded)) > 300 and summary["orders"] > 0
+    print("GPU journal on the CPU:", (await verified_here_and_on_the_cpu(journal, summary, store))["scores"])
+
+
+async def verified_here_and_on_the_cpu(journal, summary: dict, store) -> dict:
+    """A journal scored on the GPU, verified with every score recomputed there (identical) and on the CPU
+    (numerically equivalent, every decision the same): the CPU's report."""
+    from foxhunt.adapters.inference.runner import TorchRunner
+    from tests.ml.test_scoring import verify
+
     on_gpu = await verify(journal, TorchRunner(store, "cuda", batch=4))
     assert on_gpu["scores"].startswith("identical") and on_gpu["state_digest"] == summary["state_digest"]
     on_cpu = await verify(journal, TorchRunner(store, "cpu", batch=4))
     assert on_cpu["scores"].startswith("numerically equivalent, not identical: recorded on NVIDIA")
     assert on_cpu["largest_abs_diff"] < 1e-5 and on_cpu["state_digest"] == summary["state_digest"]
-    print("GPU journal on the CPU:", on_cpu["scores"])
+    return on_cpu
 
 
 @pytest.mark.parametrize("fused", [None, "attention", "mamba2"])
@@ -184,21 +192,15 @@ def fusable_store(tmp_path, arch: str):
 async def test_a_journal_scored_by_fused_kernels_verifies_identical_by_kernels_fused_the_same_way(tmp_path, arch):
     """[scoring] fuse: the journal says which models its kernels served (LoadedModel.fused), and verify
     serves them the same way whatever its own configuration; on the CPU it is numerically equivalent."""
-    from foxhunt.adapters.inference.runner import TorchRunner
     from foxhunt.messages.scores import ModelScored, ModelsLoaded
-    from tests.ml.test_scoring import cfg_for, of, paper_run, verify
+    from tests.ml.test_scoring import cfg_for, of, paper_run
 
     store, model_id = fusable_store(tmp_path, arch)
     journal, summary, recorded = await paper_run(cfg_for(store, [model_id], device="cuda", fuse="true"), n=400)
     loaded = of(ModelsLoaded, recorded)[0]
     assert loaded.models[0].fused and loaded.models[0].graph and "triton" in loaded.fingerprint
-    assert of(ModelScored, recorded)
-    again = await verify(journal, TorchRunner(store, "cuda", batch=4))
-    assert again["scores"].startswith("identical") and again["state_digest"] == summary["state_digest"]
-    on_cpu = await verify(journal, TorchRunner(store, "cpu", batch=4))
-    assert on_cpu["scores"].startswith("numerically equivalent, not identical: recorded on NVIDIA")
-    assert on_cpu["largest_abs_diff"] < 1e-5 and on_cpu["state_digest"] == summary["state_digest"]
-    print("fused GPU journal on the CPU:", on_cpu["scores"])
+    assert of(ModelScored, recorded)  # verified by a runner configured without fuse: it fuses as the journal says
+    print("fused GPU journal on the CPU:", (await verified_here_and_on_the_cpu(journal, summary, store))["scores"])
 
 
 @pytest.mark.parametrize("kind", ["rainbow", "ppo"])

@@ -13,9 +13,8 @@ import math
 import torch
 import triton
 import triton.language as tl
-from torch import nn
 
-from foxhunt.adapters.inference.fused.linear import LAYER_NORM, PRECISION, WARPS, linear, unsuited
+from foxhunt.adapters.inference.fused.linear import LAYER_NORM, PRECISION, WARPS, FusedForecaster, linear, unsuited
 from foxhunt.models.forecaster import Forecaster
 
 EPS = 1e-5  # nn.LayerNorm's
@@ -50,19 +49,17 @@ def attention_kernel(qkv_ptr, o_ptr, t, sqrt_dh, D: tl.constexpr, DH: tl.constex
     tl.store(o_ptr + (first + ts)[:, None] * D + h * DH + ds[None, :], o, mask=t_ok[:, None])
 
 
-class FusedAttention(nn.Module):
-    """The attention forecaster (models/attention.py) behind its normalisation (models/forecaster.py):
-    `predict` on `batch` windows in Triton kernels, into buffers of fixed shape (a CUDA graph captures it).
-    Its parameters are copies of the forecaster's, taken when it is made."""
+class FusedAttention(FusedForecaster):
+    """The attention forecaster (models/attention.py) behind its normalisation (models/forecaster.py)."""
+
+    name = "attention"
 
     def __init__(self, forecaster: Forecaster, batch: int) -> None:
-        super().__init__()
+        super().__init__(forecaster, batch)
         if (why := unfusable(forecaster)) is not None:
             raise ValueError(why)
         net = forecaster.net
-        self.batch = batch
-        self.window, self.d = net.position.shape
-        self.features = forecaster.shape.features
+        self.d = net.position.shape[1]
         self.heads = net.blocks[0].attn.heads if len(net.blocks) else 1
         self.d_ff = net.blocks[0].ff[0].out_features if len(net.blocks) else 0
         self.shape_out = net.head.shape
@@ -79,29 +76,19 @@ class FusedAttention(nn.Module):
                   f"{i}_n2_g": block.norm2.weight, f"{i}_n2_b": block.norm2.bias,
                   f"{i}_ff1_w": block.ff[0].weight, f"{i}_ff1_b": block.ff[0].bias,
                   f"{i}_ff2_w": block.ff[3].weight, f"{i}_ff2_b": block.ff[3].bias}
-        for name, value in p.items():
-            self.register_buffer(name, value.detach().clone().contiguous(), persistent=False)
-        self.blocks = len(net.blocks)
-        rows, device = batch * self.window, forecaster.x_mean.device  # the buffers where the weights are
-        for name, width in (("h", self.d), ("h2", self.d), ("qkv", 3 * self.d), ("o", self.d), ("f", self.d_ff)):
-            self.register_buffer(name, torch.zeros(rows, width, device=device), persistent=False)
-        self.register_buffer("out", torch.zeros(batch, self.shape_out[0] * self.shape_out[1], device=device),
-                             persistent=False)
-
-    def _param(self, block: int, name: str) -> torch.Tensor:
-        return getattr(self, f"{block}_{name}")
+        self.blocks, rows = len(net.blocks), batch * self.window
+        self.keep(p, {"h": (rows, self.d), "h2": (rows, self.d), "qkv": (rows, 3 * self.d), "o": (rows, self.d),
+                      "f": (rows, self.d_ff), "out": (batch, self.shape_out[0] * self.shape_out[1])})
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
         """x float32 [batch, window, features] -> forecasts [batch, horizons, quantiles] in log returns: a
         view of a buffer the next call overwrites."""
-        expected = (self.batch, self.window, self.features)
-        if tuple(x.shape) != expected:
-            raise ValueError(f"the fused attention model serves windows of shape {expected}, got {tuple(x.shape)}")
+        self.check(x)
         d, t, h, h2 = self.d, self.window, self.h, self.h2
         linear(x.reshape(-1, self.features), self.embed_w, self.embed_b, h, standardize=(self.x_mean, self.x_scale),
                add=self.position, add_period=t, block_k=16)
         for i in range(self.blocks):
-            p = functools.partial(self._param, i)
+            p = functools.partial(self.param, i)
             linear(h, p("qkv_w"), p("qkv_b"), self.qkv, norm=(LAYER_NORM, p("n1_g"), p("n1_b"), EPS))
             attention_kernel[(self.heads, self.batch)](
                 self.qkv, self.o, t, math.sqrt(d // self.heads), D=d, DH=d // self.heads,

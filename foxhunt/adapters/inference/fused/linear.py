@@ -12,6 +12,9 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from torch import nn
+
+from foxhunt.models.forecaster import Forecaster
 
 PRECISION = "tf32x3"  # the dots: three TF32 products (about FP32's accuracy) on tensor cores
 BLOCK_M, WARPS, STAGES = 16, 4, 3  # fixed: other tile settings give other bytes
@@ -116,3 +119,32 @@ def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, y: torch.Te
         ADD=add is not None, OUT_SCALE=out_scale is not None, BLOCK_M=BLOCK_M, BLOCK_N=block_n, BLOCK_K=block_k,
         PRECISION=PRECISION, num_warps=WARPS, num_stages=STAGES,
     )
+
+
+class FusedForecaster(nn.Module):
+    """What a forecaster in these kernels keeps (attention.py, mamba2.py): copies of its parameters, taken
+    when it is made, and working buffers of fixed shape on the parameters' device (a CUDA graph captures the
+    kernels that use them); `predict` takes `batch` windows of its shape."""
+
+    name = ""  # the model, as errors name it
+
+    def __init__(self, forecaster: Forecaster, batch: int) -> None:
+        super().__init__()
+        self.batch, self.window, self.features = batch, forecaster.shape.window, forecaster.shape.features
+        self.device = forecaster.x_mean.device
+
+    def keep(self, parameters: dict[str, torch.Tensor], buffers: dict[str, tuple[int, ...]]) -> None:
+        """Copies of `parameters` and zeroed `buffers` of the given shapes, as attributes of their names."""
+        for name, value in parameters.items():
+            self.register_buffer(name, value.detach().clone().contiguous(), persistent=False)
+        for name, shape in buffers.items():
+            self.register_buffer(name, torch.zeros(shape, device=self.device), persistent=False)
+
+    def param(self, block: int, name: str) -> torch.Tensor:
+        """Block `block`'s copy of the parameter `name`."""
+        return getattr(self, f"{block}_{name}")
+
+    def check(self, x: torch.Tensor) -> None:
+        expected = (self.batch, self.window, self.features)
+        if tuple(x.shape) != expected:
+            raise ValueError(f"the fused {self.name} model serves windows of shape {expected}, got {tuple(x.shape)}")

@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 from torch import nn
 
-from foxhunt.adapters.inference.fused.linear import PRECISION, RMS_NORM, WARPS, linear, unsuited
+from foxhunt.adapters.inference.fused.linear import PRECISION, RMS_NORM, WARPS, FusedForecaster, linear, unsuited
 from foxhunt.models.forecaster import Forecaster
 
 
@@ -82,18 +82,17 @@ def _eps(norm: nn.RMSNorm) -> float:
     return norm.eps if norm.eps is not None else torch.finfo(torch.float32).eps  # nn.RMSNorm's default
 
 
-class FusedMamba2(nn.Module):
-    """The Mamba2 forecaster behind its normalisation (models/forecaster.py): `predict` on `batch` windows in
-    Triton kernels, into buffers of fixed shape (a CUDA graph captures it). Its parameters are copies of the
-    forecaster's, taken when it is made."""
+class FusedMamba2(FusedForecaster):
+    """The Mamba2 forecaster (models/mamba2.py) behind its normalisation (models/forecaster.py)."""
+
+    name = "Mamba2"
 
     def __init__(self, forecaster: Forecaster, batch: int) -> None:
-        super().__init__()
+        super().__init__(forecaster, batch)
         if (why := unfusable(forecaster)) is not None:
             raise ValueError(why)
         net = forecaster.net
         first = net.blocks[0]
-        self.batch, self.window, self.features = batch, forecaster.shape.window, forecaster.shape.features
         self.d, self.inner, self.d_state = net.embed.out_features, first.inner, first.d_state
         self.heads, self.headdim, self.width = first.heads, first.headdim, first.conv_weight.shape[1]
         self.shape_out = net.head.shape
@@ -106,31 +105,21 @@ class FusedMamba2(nn.Module):
                   f"{i}_conv_w": block.conv_weight, f"{i}_conv_b": block.conv_bias, f"{i}_dt_bias": block.dt_bias,
                   f"{i}_a": -torch.exp(block.a_log), f"{i}_d": block.d, f"{i}_out_g": block.norm_out.weight,
                   f"{i}_out_w": block.out_proj.weight}
-        for name, value in p.items():
-            self.register_buffer(name, value.detach().clone().contiguous(), persistent=False)
-        self.blocks = len(net.blocks)
-        rows, device = batch * self.window, forecaster.x_mean.device  # the buffers where the weights are
+        self.blocks, rows = len(net.blocks), batch * self.window
         projected = 2 * self.inner + 2 * self.d_state + self.heads
-        for name, width in (("h", self.d), ("zxbcdt", projected), ("y", self.inner)):
-            self.register_buffer(name, torch.zeros(rows, width, device=device), persistent=False)
-        self.register_buffer("out", torch.zeros(batch, self.shape_out[0] * self.shape_out[1], device=device),
-                             persistent=False)
-
-    def _param(self, block: int, name: str) -> torch.Tensor:
-        return getattr(self, f"{block}_{name}")
+        self.keep(p, {"h": (rows, self.d), "zxbcdt": (rows, projected), "y": (rows, self.inner),
+                      "out": (batch, self.shape_out[0] * self.shape_out[1])})
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
         """x float32 [batch, window, features] -> forecasts [batch, horizons, quantiles] in log returns: a
         view of a buffer the next call overwrites."""
-        expected = (self.batch, self.window, self.features)
-        if tuple(x.shape) != expected:
-            raise ValueError(f"the fused Mamba2 model serves windows of shape {expected}, got {tuple(x.shape)}")
+        self.check(x)
         h, t = self.h, self.window
         eps_in, eps_out, eps_last = self.eps
         linear(x.reshape(-1, self.features), self.embed_w, self.embed_b, h, standardize=(self.x_mean, self.x_scale),
                block_k=16)
         for i in range(self.blocks):
-            p = functools.partial(self._param, i)
+            p = functools.partial(self.param, i)
             linear(h, p("in_w"), None, self.zxbcdt, norm=(RMS_NORM, p("in_g"), None, eps_in[i]))
             mixer_kernel[(self.heads, self.batch)](
                 self.zxbcdt, self.y, p("conv_w"), p("conv_b"), p("dt_bias"), p("a"), p("d"), t,
