@@ -31,6 +31,7 @@ a stuck loop stops them; STOPPING=1 when the stop begins.
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import os
 import pwd
@@ -240,7 +241,8 @@ async def run_daemon(
                 await loop.submit(event)
             loop.on_market = scoring.observe
             control.scoring = scoring
-        await _trade(loop, req, control, console, ops, cfg.run.on_stop)
+        with _started_heap_frozen():
+            await _trade(loop, req, control, console, ops, cfg.run.on_stop)
     reason = control.stop_reason
     log.info("run_stopped", journal=req.journal, reason=reason, last_seq=journal.last_seq)
     # everything is committed now: a stop on purpose leaves a snapshot, so the next start feeds nothing
@@ -253,6 +255,20 @@ async def run_daemon(
         kernel, events=loop.inputs + loop.derived, seconds=time.perf_counter() - started, journal=req.journal,
         mode="run", inputs=loop.inputs, last_seq=journal.last_seq, stopped=reason,
     )
+
+
+@contextlib.contextmanager
+def _started_heap_frozen() -> Iterator[None]:
+    """While trading, what the process holds from its start (the imports, torch's among them, the
+    configuration, the kernel, the models) is out of the garbage collector's full passes (gc.freeze): a full
+    pass over it stopped the event loop for 140 to 240 ms (docs/benchmarks.md, "Pauses of the garbage
+    collector"); frozen, none ran in minutes of trading, and the passes left took at most 1.5 ms there. It
+    is back in them after."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 async def _start(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from contextlib import aclosing
 
 import anyio
@@ -109,6 +110,25 @@ async def test_max_events_counts_feed_inputs():
     assert summary["stopped"] == "max-events"
     quotes = [m for m in await messages(store, "j") if type(m).__name__ == "QuoteTick"]
     assert len(quotes) == 700
+
+
+async def test_while_it_trades_what_the_start_made_is_out_of_the_collector_s_full_passes():
+    """gc.freeze from the first input traded to the last (a full pass over the start-up's objects, torch's
+    among them, stopped the event loop for 140 to 240 ms: bench/gc_pauses.py), and gc.unfreeze after."""
+    clock = EventClock()
+    frozen_while_trading = []
+
+    def feed():
+        for i, q in enumerate(synthetic(300, clock)):
+            if i in (0, 299):
+                frozen_while_trading.append(gc.get_freeze_count())
+            yield q
+
+    before = gc.get_freeze_count()
+    summary = await run_daemon(MemoryJournalStore(), CFG, RunRequest("j", feed(), clock), FINGERPRINT,
+                               paper_operations())
+    assert summary["stopped"] == "feed ended" and len(frozen_while_trading) == 2
+    assert all(n > before for n in frozen_while_trading) and gc.get_freeze_count() == before
 
 
 @pytest.mark.faults
