@@ -258,10 +258,10 @@ class ModelRunner(abc.ABC):
       returns the device's name, the environment fingerprint and the switches, for ModelsLoaded.
     - `load(model_id, feature_digest, like)` reads the model from the store, checks that its parameters
       hash to its manifest's and that it was trained on the feature set `feature_digest`, builds it for the
-      device and describes it. On CUDA it captures its graph and warms it up, its forward in the form
-      `like` (a journal's LoadedModel of it: verify recomputes as the run served) was served in, else in the
-      form the runner is configured to serve: eager, fused by torch.compile (`compiled`) or in foxhunt's
-      Triton kernels (`fused`). Loading an id again loads it afresh
+      device and describes it. On CUDA it captures its graph and warms it up, with the forward in the form
+      that `like`, a journal's LoadedModel of it, records (so verify recomputes as the run served), else in
+      the form the runner is configured to serve: eager, fused by torch.compile (`compiled`) or in
+      foxhunt's Triton kernels (`fused`). Loading an id again loads it afresh
       (a model fixed in the store). A model that cannot be loaded is a ModelError (what="load") naming it
       and why; nothing is left loaded of it.
     - `score(model_id, windows)`: float32 [n, window, features] windows, 1 <= n <= the model's batch, to
