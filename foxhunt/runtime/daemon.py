@@ -263,7 +263,9 @@ def _started_heap_frozen() -> Iterator[None]:
     configuration, the kernel, the models) is out of the garbage collector's full passes (gc.freeze): a full
     pass over it stopped the event loop for 140 to 240 ms (docs/benchmarks.md, "Pauses of the garbage
     collector"); frozen, none ran in minutes of trading, and the passes left took at most 1.5 ms there. It
-    is back in them after."""
+    is back in them after. The garbage start-up left is collected first (one full pass, before trading),
+    so that none of it is kept for the run."""
+    gc.collect()
     gc.freeze()
     try:
         yield
