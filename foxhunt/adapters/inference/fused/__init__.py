@@ -29,16 +29,21 @@ FORMS = {"attention": (attention.unfusable, attention.FusedAttention),
          "mamba2": (mamba2.unfusable, mamba2.FusedMamba2)}
 
 
-def unfusable(model: nn.Module) -> str | None:
-    """Why foxhunt's kernels cannot serve `model`; None where they can."""
+def _no_kernels(model: nn.Module) -> str | None:
     arch = getattr(model, "arch", type(model).__name__)
     if not isinstance(model, Forecaster) or arch not in FORMS:
         return f"no fused kernels for {arch} (only for {' and '.join(FORMS)})"
-    return FORMS[arch][0](model)
+    return None
+
+
+def unfusable(model: nn.Module) -> str | None:
+    """Why foxhunt's kernels cannot serve `model`; None where they can."""
+    return _no_kernels(model) or FORMS[model.arch][0](model)
 
 
 def fused(model: Forecaster, batch: int) -> nn.Module:
-    """`model` in foxhunt's kernels at `batch` windows a call (ValueError naming why where it cannot be)."""
-    if (why := unfusable(model)) is not None:
+    """`model` in foxhunt's kernels at `batch` windows a call (ValueError naming why where it cannot be: the
+    form's own class checks the shapes)."""
+    if (why := _no_kernels(model)) is not None:
         raise ValueError(why)
     return FORMS[model.arch][1](model, batch)
