@@ -47,6 +47,23 @@ def test_the_scorer_gives_what_the_model_computes_at_its_batch(arch):
     assert np.array_equal(s.score(rows), direct)
 
 
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_the_scorer_serves_its_own_copy_of_the_weights(arch):
+    """What the caller does to its module after (another scorer's `.to()`, which re-flattens an LSTM's weights
+    into a new buffer on CUDA, or a change of weights) is not what a scorer serves: on CUDA its graph reads
+    its weights where they were at the capture (tests/ml/test_gpu.py makes three scorers of one model)."""
+    make_deterministic(1)
+    model = build(arch, TrainConfig().model(arch, "tiny"), SHAPE, seed=4)
+    s = Scorer(model, SHAPE.window, SHAPE.features, torch.device("cpu"), batch=2)
+    rows = windows(2, seed=6)
+    before = s.score(rows)
+    with torch.no_grad():
+        for weight in model.parameters():
+            weight.mul_(2.0)
+    Scorer(model, SHAPE.window, SHAPE.features, torch.device("cpu"), batch=2)
+    assert s.model is not model and np.array_equal(s.score(rows), before)
+
+
 def test_a_window_of_another_shape_or_too_many_windows_is_refused():
     s = scorer("mlp", batch=2)
     with pytest.raises(ValueError, match=r"expected 1 to 2 windows of shape \(16, 11\)"):

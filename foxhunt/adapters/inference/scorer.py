@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 from torch import nn
@@ -26,7 +28,9 @@ class Scorer:
     def __init__(self, model: nn.Module, window: int, features: int, device: torch.device, batch: int = 1,
                  graph: bool = True, compile: bool = False, fuse: bool = False) -> None:
         self.window, self.features, self.batch, self.device = window, features, batch, device
-        self.model = model.to(device).eval()
+        # its own copy: a graph reads the weights where they were at the capture, and the caller's module may
+        # move them (an LSTM's `.to()` flattens its weights into a new buffer, freeing the old one)
+        self.model = copy.deepcopy(model).to(device).eval()
         # on CUDA, optionally the forward in foxhunt's Triton kernels (where the model has them: `unfused`
         # says why not) or the model's forward fused by Inductor (torch.compile without its own CUDA
         # graphs: the scorer's graph captures the fused kernels). Neither gives eager's bits: a journal
