@@ -9,7 +9,7 @@ a window of 64 rows, three ways side by side in alternating blocks:
   CUDA graphs of its own), compiled before timing;
 - inductor: `[scoring] compile = true`, the scorer's graph of the forward fused by torch.compile;
 - fused: `[scoring] fuse = true`, the scorer's graph of foxhunt's Triton kernels
-  (adapters/inference/fused/), for the models that have them (attention, mamba2).
+  (adapters/inference/fused/), for the models that have them (attention, mamba2, tft).
 
 Determinism is on (make_deterministic) for all three. The weights are the seed's initial ones: latency
 does not depend on their values.

@@ -93,7 +93,7 @@ def main() -> None:
     for arch in args.archs.split(","):
         forms = [("graph", True, None), ("launched one by one", False, None)]
         forms += [("compiled, graph", True, {"compile": True})] if args.compile else []
-        forms += [("fused, graph", True, {"fuse": True})] if args.fuse and arch in ("attention", "mamba2") else []
+        forms += [("fused, graph", True, {"fuse": True})] if args.fuse and arch != "mlp" else []
         for form, graph, served in forms:
             model = build(arch, TrainConfig().model(arch, "production"), shape, seed=1)
             scorer = Scorer(model, 64, spec.width, device, batch=1, graph=graph, **(served or {}))

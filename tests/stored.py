@@ -13,9 +13,10 @@ from foxhunt.models.configs import Shape, TrainConfig
 from foxhunt.models.forecaster import build, parameter_hash
 
 SPEC = FeatureSpec()
-# models that foxhunt's fused kernels serve (adapters/inference/fused/: heads and state 16 wide)
+# models that foxhunt's fused kernels serve (adapters/inference/fused/: heads, state, hidden 16 wide or more)
 FUSABLE = {"attention": {"d_model": 32, "heads": 2, "layers": 2, "d_ff": 64},
-           "mamba2": {"d_model": 32, "d_state": 16, "headdim": 16, "expand": 2, "layers": 2, "chunk": 8}}
+           "mamba2": {"d_model": 32, "d_state": 16, "headdim": 16, "expand": 2, "layers": 2, "chunk": 8},
+           "tft": {"hidden": 32, "heads": 2, "lstm_layers": 2}}
 
 
 def files(seed: int = 1, spec: FeatureSpec = SPEC, arch: str = "mlp", values: dict[str, Any] | None = None,

@@ -85,7 +85,7 @@ def test_fuse_serves_attention_in_foxhunt_s_kernels_on_cuda_the_others_as_they_w
 
 
 @pytest.mark.parametrize(("arch", "fuse"), [(arch, False) for arch in ARCHITECTURES] + [
-    ("attention", True), ("mamba2", True)])
+    ("attention", True), ("mamba2", True), ("tft", True)])
 def test_a_row_s_forecast_is_its_own_and_the_same_every_call(tmp_path, device, arch, fuse):
     """Every architecture, and the models served by foxhunt's fused kernels (on CUDA; eagerly on the CPU):
     a row's forecast is the same alone, among others and in any place among them."""

@@ -1,6 +1,6 @@
 """The fused models' Triton kernels (adapters/inference/fused/), compiled on a GPU, and on the CPU (CI) run
-by Triton's interpreter (TRITON_INTERPRET=1, numpy doing each block's arithmetic): for attention and Mamba2
-the kernels compute the model's forecast (within float32 rounding: they sum in other orders), for one
+by Triton's interpreter (TRITON_INTERPRET=1, numpy doing each block's arithmetic): for attention, Mamba2 and
+the TFT the kernels compute the model's forecast (within float32 rounding: they sum in other orders), for one
 window and several, whole tiles of rows or not, with the input standardisation and the output scales
 applied; the models they cannot serve are named with the reason. On the H200, tests/ml/test_gpu.py also
 checks them at the production presets, inside the scorer's graph, and their bytes across calls and
@@ -14,8 +14,11 @@ import pytest
 import torch
 
 from foxhunt.models.configs import Shape, TrainConfig
+from foxhunt.models.determinism import make_deterministic
 from foxhunt.models.forecaster import build
 from tests.stored import FUSABLE
+
+FUSED = ["attention", "mamba2", "tft"]
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -26,6 +29,8 @@ def fused():
     TRITON_INTERPRET where there is no GPU, before anything imports Triton)."""
     assert DEVICE.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1", "Triton's interpreter is off"
     from foxhunt.adapters.inference import fused
+
+    make_deterministic(1)  # as the scorer serves: TF32 off (cuDNN's LSTM would use it by default)
 
     return fused
 
@@ -42,11 +47,12 @@ def forecaster(arch: str, window: int, features: int = 12, seed: int = 1, **valu
     return model.to(DEVICE)
 
 
-@pytest.mark.parametrize("arch", ["attention", "mamba2"])
+@pytest.mark.parametrize("arch", FUSED)
 @pytest.mark.parametrize(("window", "batch"), [(16, 1), (12, 3), (40, 2)])
 def test_the_fused_kernels_compute_the_model_s_forecast(fused, arch, window, batch):
     """Windows of whole 16-row tiles and not, one window a call and several, a window past one tile of
-    the sequence kernel's rows (40 of 64), and for Mamba2 longer than its chunks (8 rows)."""
+    the sequence kernel's rows (40 of 64), and for Mamba2 longer than its chunks (8 rows). The TFT's
+    encoder is cuDNN's LSTM (torch's) and its decoder foxhunt's kernel, over its 3 horizons."""
     model = forecaster(arch, window)
     x = torch.randn(batch, window, 12, generator=torch.Generator().manual_seed(window)).to(DEVICE)
     served = fused.fused(model, batch)
@@ -61,14 +67,15 @@ def test_the_fused_kernels_compute_the_model_s_forecast(fused, arch, window, bat
         torch.testing.assert_close(alone.predict(x[:1]), got[:1], rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("arch", ["attention", "mamba2"])
+@pytest.mark.parametrize("arch", FUSED)
 def test_the_fused_model_keeps_its_own_copy_of_the_weights_and_refuses_another_shape(fused, arch):
     model = forecaster(arch, 16)
     served = fused.fused(model, 2)
     x = torch.randn(2, 16, 12, generator=torch.Generator().manual_seed(5)).to(DEVICE)
     with torch.no_grad():
         before = served.predict(x).clone()
-        model.net.embed.weight.add_(1.0)  # the store's weights are what it serves, whatever the module does after
+        for weight in model.parameters():  # the store's weights are what it serves, whatever the module does after
+            weight.add_(1.0)
         assert torch.equal(served.predict(x), before)
     with pytest.raises(ValueError, match=r"windows of shape \(2, 16, 12\), got \(1, 16, 12\)"):
         served.predict(x[:1])
@@ -76,9 +83,12 @@ def test_the_fused_model_keeps_its_own_copy_of_the_weights_and_refuses_another_s
 
 def test_a_model_the_kernels_cannot_serve_is_named_with_the_reason(fused):
     shape = Shape(window=8, features=12, horizons=(1,), quantiles=(0.5,))
-    tft = build("tft", TrainConfig().model("tft", "tiny"), shape, 1)
-    assert fused.unfusable(tft) == "no fused kernels for tft (only for attention and mamba2)"
-    assert fused.unfusable(torch.nn.Linear(2, 2)) == "no fused kernels for Linear (only for attention and mamba2)"
+    mlp = build("mlp", TrainConfig().model("mlp", "tiny"), shape, 1)
+    assert fused.unfusable(mlp) == "no fused kernels for mlp (only for attention, mamba2, tft)"
+    assert fused.unfusable(torch.nn.Linear(2, 2)) == (
+        "no fused kernels for Linear (only for attention, mamba2, tft)")
+    assert fused.unfusable(forecaster("tft", 16, hidden=48, heads=3)) == (
+        "hidden size 48 is not a power of two of at least 16 (a tensor-core dot's)")
     assert fused.unfusable(forecaster("attention", 16, heads=4)) == (
         "head width 8 is not a power of two of at least 16 (a tensor-core dot's)")
     assert fused.unfusable(forecaster("mamba2", 16, d_state=24)) == (

@@ -3,7 +3,7 @@ resumed run the uninterrupted one's, and deterministic mode refuses an op that h
 kernel; graph replay equals eager; the scoring source on CUDA graphs records a journal that verifies on the
 GPU and is numerically equivalent on the CPU; two processes score the same bytes; a served agent's graph
 acts as its eager forward, and its journal verifies as the scores' does; the fused attention kernels
-forecast as eager within float32 rounding (attention and Mamba2), and a journal they scored verifies
+forecast as eager within float32 rounding (attention, Mamba2, the TFT), and a journal they scored verifies
 identical on the GPU. Without CUDA (CI) they
 skip and say so; the same logic runs on the CPU in test_models.py and test_scoring.py, and the
 production-size checks on the H200 are bench/train_gpu.py's (docs/benchmarks.md)."""
@@ -95,7 +95,7 @@ async def verified_here_and_on_the_cpu(journal, summary: dict, store) -> dict:
     return on_cpu
 
 
-@pytest.mark.parametrize("fused", [None, "attention", "mamba2"])
+@pytest.mark.parametrize("fused", [None, "attention", "mamba2", "tft"])
 def test_two_processes_give_identical_scores_on_the_gpu(request, tmp_path, fused):
     """The same stored model, the same windows, two processes, CUDA graphs: the same bytes (also from the
     fused kernels, compiled by Triton in each process)."""
@@ -140,7 +140,7 @@ async def test_a_journal_scored_by_compiled_models_verifies_identical_by_models_
     assert again["scores"].startswith("identical") and again["state_digest"] == summary["state_digest"]
 
 
-@pytest.mark.parametrize("arch", ["attention", "mamba2"])
+@pytest.mark.parametrize("arch", ["attention", "mamba2", "tft"])
 @pytest.mark.parametrize(("size", "batch"), [("tiny", 4), ("production", 1), ("production", 4)])
 def test_on_cuda_the_fused_kernels_forecast_as_eager_within_float32_rounding_the_same_bytes_every_call(
         arch, size, batch):
@@ -192,7 +192,7 @@ def fusable_store(tmp_path, arch: str):
     return store, model_id
 
 
-@pytest.mark.parametrize("arch", ["attention", "mamba2"])
+@pytest.mark.parametrize("arch", ["attention", "mamba2", "tft"])
 async def test_a_journal_scored_by_fused_kernels_verifies_identical_by_kernels_fused_the_same_way(tmp_path, arch):
     """[scoring] fuse: the journal says which models its kernels served (LoadedModel.fused), and verify
     serves them the same way whatever its own configuration; on the CPU it is numerically equivalent."""

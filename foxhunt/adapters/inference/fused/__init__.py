@@ -1,10 +1,11 @@
 """Forecasters in foxhunt's own Triton kernels: what `[scoring] fuse = true` serves on a GPU (scorer.py),
-inside the scorer's CUDA graph, for the architectures that have them (attention.py, mamba2.py).
+inside the scorer's CUDA graph, for the architectures that have them (attention.py, mamba2.py, tft.py).
 
 Why: at batch 1 the eager models' graphs spend most of a call in cuBLAS's FP32 GEMMs at 64 rows (SIMT
 tiles and split-K reductions) and in the small kernels around them (bench/kernel_census.py). Here a linear
 layer is one kernel with what surrounds it (linear.py), and a sequence mixer (attention, the Mamba2 scan)
-one kernel a layer: a call is a dozen to two dozen kernels where eager's graph replays a hundred or more.
+one kernel a layer: a call is a dozen to two dozen kernels where eager's graph replays a hundred or more
+(the TFT, which keeps cuDNN's LSTM for its encoder, about forty where eager's replays 227).
 
 Determinism: fixed tile sizes, warps and stages (no autotuning), no atomics, no split reductions, so the
 same input gives the same bytes in every call and every process. The dots run as three TF32 products on
@@ -22,17 +23,18 @@ from __future__ import annotations
 
 from torch import nn
 
-from foxhunt.adapters.inference.fused import attention, mamba2
+from foxhunt.adapters.inference.fused import attention, mamba2, tft
 from foxhunt.models.forecaster import Forecaster
 
 FORMS = {"attention": (attention.unfusable, attention.FusedAttention),
-         "mamba2": (mamba2.unfusable, mamba2.FusedMamba2)}
+         "mamba2": (mamba2.unfusable, mamba2.FusedMamba2),
+         "tft": (tft.unfusable, tft.FusedTft)}
 
 
 def _no_kernels(model: nn.Module) -> str | None:
     arch = getattr(model, "arch", type(model).__name__)
     if not isinstance(model, Forecaster) or arch not in FORMS:
-        return f"no fused kernels for {arch} (only for {' and '.join(FORMS)})"
+        return f"no fused kernels for {arch} (only for {', '.join(FORMS)})"
     return None
 
 

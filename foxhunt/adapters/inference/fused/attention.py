@@ -14,7 +14,15 @@ import torch
 import triton
 import triton.language as tl
 
-from foxhunt.adapters.inference.fused.linear import LAYER_NORM, PRECISION, WARPS, FusedForecaster, linear, unsuited
+from foxhunt.adapters.inference.fused.linear import (
+    GELU,
+    LAYER_NORM,
+    PRECISION,
+    WARPS,
+    FusedForecaster,
+    linear,
+    unsuited,
+)
 from foxhunt.models.forecaster import Forecaster
 
 EPS = 1e-5  # nn.LayerNorm's
@@ -94,7 +102,7 @@ class FusedAttention(FusedForecaster):
                 self.qkv, self.o, t, math.sqrt(d // self.heads), D=d, DH=d // self.heads,
                 BLOCK_T=max(16, triton.next_power_of_2(t)), PRECISION=PRECISION, num_warps=WARPS)
             linear(self.o, p("out_w"), p("out_b"), h2, add=h, block_n=32)
-            linear(h2, p("ff1_w"), p("ff1_b"), self.f, norm=(LAYER_NORM, p("n2_g"), p("n2_b"), EPS), gelu=True)
+            linear(h2, p("ff1_w"), p("ff1_b"), self.f, norm=(LAYER_NORM, p("n2_g"), p("n2_b"), EPS), act=GELU)
             linear(self.f, p("ff2_w"), p("ff2_b"), h, add=h2, block_n=32, block_k=64)
         last = h.view(self.batch, t, d)[:, -1]  # each window's last row: strided rows, contiguous values
         linear(last, self.head_w, self.head_b, self.out, norm=(LAYER_NORM, self.norm_g, self.norm_b, EPS),

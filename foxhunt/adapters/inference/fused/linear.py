@@ -1,10 +1,11 @@
 """A linear layer with what surrounds it, in one Triton kernel: the fused models' building block.
 
 y[r, :] = post(pre(x[r, :]) @ w.T + b), pre the input's standardisation (the forecaster's), a LayerNorm or
-an RMSNorm; post GELU, a residual (or a periodic addend: the attention model's learned positions) and a
-scale per output column (the forecaster's label scales). Rows in tiles of BLOCK_M, columns in tiles of
-block_n, the inner dimension in steps of block_k, accumulated in one order, in registers: no split, no
-atomics, so the same bytes in every call.
+an RMSNorm; post GELU or ELU, a residual (or a periodic addend: the attention model's learned positions)
+and a scale per output column (the forecaster's label scales). Rows in tiles of BLOCK_M, columns in tiles
+of block_n, the inner dimension in steps of block_k, accumulated in one order, in registers: no split, no
+atomics, so the same bytes in every call. A group of layers of one shape (the TFT's per-feature networks)
+runs as one launch, a group a grid row.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from foxhunt.models.forecaster import Forecaster
 PRECISION = "tf32x3"  # the dots: three TF32 products (about FP32's accuracy) on tensor cores
 BLOCK_M, WARPS, STAGES = 16, 4, 3  # fixed: other tile settings give other bytes
 NO_NORM, LAYER_NORM, RMS_NORM = 0, 1, 2
+NO_ACT, GELU, ELU = 0, 1, 2
 MAX_WINDOW = 128  # a window's rows are one tile of the sequence kernels, window x window values in registers
 
 
@@ -35,14 +37,20 @@ def unsuited(window: int, **widths: int) -> str | None:
 
 @triton.jit
 def linear_kernel(x_ptr, w_ptr, b_ptr, y_ptr, add_ptr, g_ptr, beta_ptr, mean_ptr, scale_ptr, out_scale_ptr,
-                  rows, x_stride, y_stride, add_stride, add_period, eps,
+                  rows, x_stride, y_stride, add_stride, add_period, eps, x_group, y_group,
                   N: tl.constexpr, K: tl.constexpr, NORM: tl.constexpr, STANDARDIZE: tl.constexpr,
-                  BIAS: tl.constexpr, GELU: tl.constexpr, ADD: tl.constexpr, OUT_SCALE: tl.constexpr,
+                  BIAS: tl.constexpr, ACT: tl.constexpr, ADD: tl.constexpr, OUT_SCALE: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):
     """y[r, :] = f(x[r, :]) @ w.T (+ b with BIAS) for the rows r < rows: f is LayerNorm (g, beta) with NORM 1
     (nn.LayerNorm: mean and biased variance), RMSNorm (g) with NORM 2 (nn.RMSNorm), the standardisation
-    (x - mean) / scale with STANDARDIZE; then GELU (erf) with GELU, + add[r % add_period, :] with ADD,
-    * out_scale with OUT_SCALE. w is [N, K] (nn.Linear's weight); a row's K values are contiguous."""
+    (x - mean) / scale with STANDARDIZE; then GELU (erf) with ACT 1, ELU with ACT 2, + add[r % add_period, :]
+    with ADD, * out_scale with OUT_SCALE. w is [N, K] (nn.Linear's weight); a row's K values are contiguous.
+    Group program_id(2) reads x from x_group values on, its own w [N, K] and b [N], writes y from y_group on."""
+    group = tl.program_id(2)
+    x_ptr += group * x_group
+    y_ptr += group * y_group
+    w_ptr += group * N * K
+    b_ptr += group * N
     r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_ok = r < rows
@@ -89,8 +97,10 @@ def linear_kernel(x_ptr, w_ptr, b_ptr, y_ptr, add_ptr, g_ptr, beta_ptr, mean_ptr
         acc += tl.dot(a, tl.trans(w), input_precision=PRECISION)
     if BIAS:
         acc += tl.load(b_ptr + cols, mask=col_ok, other=0.0)[None, :]
-    if GELU:
+    if ACT == 1:  # GELU, nn.GELU's exact (erf) form
         acc = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476))
+    if ACT == 2:  # ELU, F.elu's (alpha 1)
+        acc = tl.where(acc > 0.0, acc, tl.exp(acc) - 1.0)
     out_ok = row_ok[:, None] & col_ok[None, :]
     if ADD:
         acc += tl.load(add_ptr + (r % add_period)[:, None] * add_stride + cols[None, :], mask=out_ok, other=0.0)
@@ -101,21 +111,25 @@ def linear_kernel(x_ptr, w_ptr, b_ptr, y_ptr, add_ptr, g_ptr, beta_ptr, mean_ptr
 
 def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, y: torch.Tensor, *,
            norm: tuple[int, torch.Tensor, torch.Tensor | None, float] | None = None,
-           standardize: tuple[torch.Tensor, torch.Tensor] | None = None, gelu: bool = False,
+           standardize: tuple[torch.Tensor, torch.Tensor] | None = None, act: int = NO_ACT,
            add: torch.Tensor | None = None, add_period: int | None = None, out_scale: torch.Tensor | None = None,
-           block_n: int = 64, block_k: int = 32) -> None:
+           groups: tuple[int, int, int] | None = None, block_n: int = 64, block_k: int = 32) -> None:
     """y = post(pre(x) @ w.T + b) over x's rows (linear_kernel); x's rows may be strided, their values not.
-    `norm`: (LAYER_NORM or RMS_NORM, weight, bias or None, eps); `standardize`: (mean, scale)."""
-    rows, (n, k) = x.shape[0], w.shape
+    `norm`: (LAYER_NORM or RMS_NORM, weight, bias or None, eps); `standardize`: (mean, scale); `act`: GELU
+    or ELU. `groups`: (count, x_group, y_group), w [count, N, K] and b [count, N], group g's input from
+    x_group * g values past x's first, its output from y_group * g past y's."""
+    rows, (n, k) = x.shape[0], w.shape[-2:]
+    count, x_group, y_group = groups if groups is not None else (1, 0, 0)
     unused = w  # a pointer for the kernel's arguments its flags leave unread
     kind, g, beta, eps = norm if norm is not None else (NO_NORM, unused, None, 0.0)
     mean, scale = standardize if standardize is not None else (unused, unused)
-    grid = (triton.cdiv(rows, BLOCK_M), triton.cdiv(n, block_n))
+    grid = (triton.cdiv(rows, BLOCK_M), triton.cdiv(n, block_n), count)
     linear_kernel[grid](
         x, w, b if b is not None else unused, y, add if add is not None else unused, g,
         beta if beta is not None else unused, mean, scale, out_scale if out_scale is not None else unused,
         rows, x.stride(0), y.stride(0), add.stride(0) if add is not None else 0, add_period or rows, eps,
-        N=n, K=k, NORM=kind, STANDARDIZE=standardize is not None, BIAS=b is not None, GELU=gelu,
+        x_group, y_group,
+        N=n, K=k, NORM=kind, STANDARDIZE=standardize is not None, BIAS=b is not None, ACT=act,
         ADD=add is not None, OUT_SCALE=out_scale is not None, BLOCK_M=BLOCK_M, BLOCK_N=block_n, BLOCK_K=block_k,
         PRECISION=PRECISION, num_warps=WARPS, num_stages=STAGES,
     )
