@@ -52,7 +52,7 @@ def forecaster(arch: str, window: int, features: int = 12, seed: int = 1, **valu
 def test_the_fused_kernels_compute_the_model_s_forecast(fused, arch, window, batch):
     """Windows of whole 16-row tiles and not, one window a call and several, a window past one tile of
     the sequence kernel's rows (40 of 64), and for Mamba2 longer than its chunks (8 rows). The TFT's
-    encoder is cuDNN's LSTM (torch's) and its decoder foxhunt's kernel, over its 3 horizons."""
+    encoder and decoder are foxhunt's LSTM kernels, its decoder over its 3 horizons."""
     model = forecaster(arch, window)
     x = torch.randn(batch, window, 12, generator=torch.Generator().manual_seed(window)).to(DEVICE)
     served = fused.fused(model, batch)
@@ -65,6 +65,17 @@ def test_the_fused_kernels_compute_the_model_s_forecast(fused, arch, window, bat
     alone = fused.fused(model, 1)
     with torch.no_grad():
         torch.testing.assert_close(alone.predict(x[:1]), got[:1], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("layers", [1, 2, 3])
+def test_the_tft_s_encoder_runs_its_layers_in_pipelined_pairs_whatever_their_number(fused, layers):
+    """encoder_kernel takes two layers a launch, the second a step behind the first; an odd last layer
+    runs alone. (Under the interpreter one program owns all the cells; on the H200, tests/ml/test_gpu.py
+    checks the production preset, 16 programs a window waiting for each other between steps.)"""
+    model = forecaster("tft", 12, lstm_layers=layers)
+    x = torch.randn(2, 12, 12, generator=torch.Generator().manual_seed(layers)).to(DEVICE)
+    with torch.no_grad():
+        torch.testing.assert_close(fused.fused(model, 2).predict(x), model.predict(x), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("arch", FUSED)

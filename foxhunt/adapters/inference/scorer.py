@@ -104,7 +104,10 @@ def _fused_form(scorer: Scorer, batch: int) -> str:
         return f"triton cannot be imported: {e}"
     if why := fused.unfusable(scorer.model):
         return why
-    scorer.model, scorer.fused = fused.fused(scorer.model, batch), True
+    try:
+        scorer.model, scorer.fused = fused.fused(scorer.model, batch), True
+    except ValueError as e:  # what only the GPU or the batch rules out (the TFT's encoder: fused/tft.py)
+        return str(e)
     return ""
 
 

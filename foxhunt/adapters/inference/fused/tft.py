@@ -1,13 +1,15 @@
-"""The Temporal Fusion Transformer (models/tft.py) in Triton kernels, around cuDNN's LSTM for the encoder.
+"""The Temporal Fusion Transformer (models/tft.py) in Triton kernels.
 
-- Variable selection: the features' embeddings (torch, one kernel), the selection network and the eleven
+- Variable selection: the features' embeddings (torch, one kernel), the selection network and the
   per-feature gated residual networks as three launches each (linear.py's kernel, the feature networks as
   one group; `gate_kernel` for each gated skip: GLU, residual and LayerNorm in one), the softmax and the
   weighted sum (torch).
-- The encoder's LSTM layers stay cuDNN's (torch's nn.LSTM, as the model runs them): a recurrence of 64
-  dependent steps over weights too large for one multiprocessor's memory, which cuDNN's persistent kernel
-  runs faster than a kernel of ours would. The decoder's few steps from the encoder's state are
-  `lstm_kernel`, one launch a layer, where cuDNN's kernel took as long as for the 64.
+- The LSTMs: `lstm_kernel` runs two layers a launch, the second a step behind the first, so the
+  encoder's two layers over 64 steps are 65 dependent phases (cuDNN's persistent kernel runs the model's
+  one layer after the other, 128 steps at about 2.1 µs each on the H200). A window's cells are split
+  among programs (16 for the production preset's 128) that keep their rows of the weights in registers
+  and wait for each other between phases; the decoder's layers run the same way from the encoder's final
+  states, over the horizons.
 - The gated skips, the enrichment and position-wise networks, the interpretable attention of the
   horizons over the window and the horizons before them (`attention_kernel`, the heads' averaged
   weights over the shared values) and the head: linear.py's kernel and `gate_kernel`.
@@ -15,7 +17,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 
 import torch
@@ -35,6 +36,21 @@ from foxhunt.adapters.inference.fused.linear import (
 from foxhunt.models.forecaster import Forecaster
 
 EPS = 1e-5  # nn.LayerNorm's
+
+
+def _units(d: int, batch: int, device: torch.device) -> int:
+    """The cells each program of lstm_kernel owns: 8, or more where a call's programs would fill more
+    than half the multiprocessors (a window's programs wait for each other, so all must be resident); all
+    d under Triton's interpreter, which runs the programs one after another."""
+    if device.type != "cuda":
+        return d
+    half = torch.cuda.get_device_properties(device).multi_processor_count // 2
+    units = 8
+    while units < d and d // units * batch > half:
+        units *= 2
+    if d // units * batch > half:
+        raise ValueError(f"the fused TFT's LSTM kernel runs at most {half} windows a call on this GPU, not {batch}")
+    return units
 
 
 def unfusable(model: Forecaster) -> str | None:
@@ -96,42 +112,94 @@ def _tanh(x):
 
 
 @triton.jit
-def lstm_kernel(x_ptr, x_window, h0_ptr, c0_ptr, w_ih_ptr, w_hh_ptr, b_ih_ptr, b_hh_ptr, out_ptr, out_window,
-                STEPS: tl.constexpr, D: tl.constexpr, BLOCK_K: tl.constexpr):
-    """One LSTM layer (nn.LSTM's gates i, f, g, o) over STEPS steps of one window (program id 0): inputs
-    x[t] at x_ptr + window * x_window + t * D (x_window 0: the same inputs for every window), the initial
-    state h0, c0 [windows, D], outputs h[t] at out_ptr + window * out_window + t * D. The step's h is read
-    back from the output, a block's threads in step."""
-    window = tl.program_id(0)
-    x_ptr += window * x_window
-    out_ptr += window * out_window
-    js = tl.arange(0, D)
-    c = tl.load(c0_ptr + window * D + js)
-    bias_i = tl.load(b_ih_ptr + js) + tl.load(b_hh_ptr + js)
-    bias_f = tl.load(b_ih_ptr + D + js) + tl.load(b_hh_ptr + D + js)
-    bias_g = tl.load(b_ih_ptr + 2 * D + js) + tl.load(b_hh_ptr + 2 * D + js)
-    bias_o = tl.load(b_ih_ptr + 3 * D + js) + tl.load(b_hh_ptr + 3 * D + js)
-    for t in tl.static_range(STEPS):
-        if t == 0:
-            h_ptr = h0_ptr + window * D
-        else:
-            h_ptr = out_ptr + (t - 1) * D
-        gi = tl.zeros([D], dtype=tl.float32) + bias_i
-        gf = tl.zeros([D], dtype=tl.float32) + bias_f
-        gg = tl.zeros([D], dtype=tl.float32) + bias_g
-        go = tl.zeros([D], dtype=tl.float32) + bias_o
-        for k0 in tl.static_range(0, D, BLOCK_K):
-            ks = k0 + tl.arange(0, BLOCK_K)
-            x = tl.load(x_ptr + t * D + ks)[None, :]
-            h = tl.load(h_ptr + ks)[None, :]
-            at = js[:, None] * D + ks[None, :]
-            gi += tl.sum(tl.load(w_ih_ptr + at) * x + tl.load(w_hh_ptr + at) * h, axis=1)
-            gf += tl.sum(tl.load(w_ih_ptr + D * D + at) * x + tl.load(w_hh_ptr + D * D + at) * h, axis=1)
-            gg += tl.sum(tl.load(w_ih_ptr + 2 * D * D + at) * x + tl.load(w_hh_ptr + 2 * D * D + at) * h, axis=1)
-            go += tl.sum(tl.load(w_ih_ptr + 3 * D * D + at) * x + tl.load(w_hh_ptr + 3 * D * D + at) * h, axis=1)
-        c = tl.sigmoid(gf) * c + tl.sigmoid(gi) * _tanh(gg)
-        tl.store(out_ptr + t * D + js, tl.sigmoid(go) * _tanh(c))
-        tl.debug_barrier()  # the step's h, written by all the block's threads, before any reads it back
+def lstm_kernel(pre_ptr, pre_window, w_hh_a_ptr, w_ih_b_ptr, w_hh_b_ptr, b_b_ptr, h0_a_ptr, h0_b_ptr, h0_window,
+                c_ptr, h_a_ptr, h_a_window, h_b_ptr, h_b_window, flags_ptr, STEPS, WINDOWS, D: tl.constexpr,
+                UNITS: tl.constexpr, PAIR: tl.constexpr, START: tl.constexpr):
+    """An LSTM layer a (nn.LSTM's gates i, f, g, o) over STEPS steps, and with PAIR the layer b on top of it,
+    pipelined: in phase s layer a takes step s and layer b step s - 1, so two layers take STEPS + 1
+    dependent phases where one after the other they take 2 x STEPS (as cuDNN runs the model's).
+
+    Window program_id(1); its program program_id(0) owns the cells p * UNITS to (p + 1) * UNITS - 1 of both
+    layers: their rows of the recurrent weights stay in its registers for the whole window, their c too.
+    The h of a step goes through global memory (read past the L1 cache) to the window's other programs.
+    Between two phases each program publishes the phases it has finished in its own flag (flags_ptr
+    [WINDOWS, D // UNITS], zero at the launch), then waits until every flag of its window says as much: the
+    atomics order memory and never sum a value, and every value is computed by one program in one order, so
+    the same bytes every call. All the programs of a window must be resident at once (_units).
+
+    pre: layer a's input projection with both its biases, [4D] for step t at pre_ptr + window * pre_window
+    + t * 4D (pre_window 0: the same for every window). h_a, h_b: the layers' outputs, step t at h_ptr +
+    window * h_window + t * D. The state: zero, or with START layer a's h at h0_a_ptr + window * h0_window
+    and layer b's at h0_b_ptr + window * h0_window, the cells at c_ptr, layer a's [WINDOWS, D] then b's;
+    the final cells are written back there."""
+    p = tl.program_id(0)
+    w = tl.program_id(1)
+    ks = tl.arange(0, D)
+    us = p * UNITS + tl.arange(0, UNITS)
+    at = us[:, None] * D + ks[None, :]
+    a_i, a_f = tl.load(w_hh_a_ptr + at), tl.load(w_hh_a_ptr + D * D + at)
+    a_g, a_o = tl.load(w_hh_a_ptr + 2 * D * D + at), tl.load(w_hh_a_ptr + 3 * D * D + at)
+    if PAIR:
+        x_i, x_f = tl.load(w_ih_b_ptr + at), tl.load(w_ih_b_ptr + D * D + at)
+        x_g, x_o = tl.load(w_ih_b_ptr + 2 * D * D + at), tl.load(w_ih_b_ptr + 3 * D * D + at)
+        r_i, r_f = tl.load(w_hh_b_ptr + at), tl.load(w_hh_b_ptr + D * D + at)
+        r_g, r_o = tl.load(w_hh_b_ptr + 2 * D * D + at), tl.load(w_hh_b_ptr + 3 * D * D + at)
+        b_i, b_f = tl.load(b_b_ptr + us), tl.load(b_b_ptr + D + us)
+        b_g, b_o = tl.load(b_b_ptr + 2 * D + us), tl.load(b_b_ptr + 3 * D + us)
+    pre_ptr += w * pre_window
+    h_a_ptr += w * h_a_window
+    h_b_ptr += w * h_b_window
+    h0_a_ptr += w * h0_window
+    h0_b_ptr += w * h0_window
+    c_a_ptr = c_ptr + w * D + us
+    c_b_ptr = c_ptr + (WINDOWS + w) * D + us
+    flags = flags_ptr + w * (D // UNITS)
+    programs = tl.arange(0, D // UNITS)
+    c_a = tl.zeros([UNITS], dtype=tl.float32)
+    c_b = tl.zeros([UNITS], dtype=tl.float32)
+    if START:
+        c_a = tl.load(c_a_ptr)
+        if PAIR:
+            c_b = tl.load(c_b_ptr)
+    for s in range(STEPS + PAIR):
+        if s > 0:  # every program of the window has finished phase s - 1
+            behind = tl.min(tl.atomic_add(flags + programs, 0, sem="acquire"), axis=0) < s
+            while behind:
+                behind = tl.min(tl.atomic_add(flags + programs, 0, sem="acquire"), axis=0) < s
+        if s < STEPS:
+            h = _state(h_a_ptr + (s - 1) * D + ks, h0_a_ptr + ks, s > 0, START)[None, :]
+            pre = pre_ptr + s * 4 * D + us
+            gi = tl.load(pre) + tl.sum(a_i * h, axis=1)
+            gf = tl.load(pre + D) + tl.sum(a_f * h, axis=1)
+            gg = tl.load(pre + 2 * D) + tl.sum(a_g * h, axis=1)
+            go = tl.load(pre + 3 * D) + tl.sum(a_o * h, axis=1)
+            c_a = tl.sigmoid(gf) * c_a + tl.sigmoid(gi) * _tanh(gg)
+            tl.store(h_a_ptr + s * D + us, tl.sigmoid(go) * _tanh(c_a))
+        if PAIR:
+            if s > 0:
+                x = tl.load(h_a_ptr + (s - 1) * D + ks, cache_modifier=".cg")[None, :]
+                h = _state(h_b_ptr + (s - 2) * D + ks, h0_b_ptr + ks, s > 1, START)[None, :]
+                gi = b_i + tl.sum(x_i * x + r_i * h, axis=1)
+                gf = b_f + tl.sum(x_f * x + r_f * h, axis=1)
+                gg = b_g + tl.sum(x_g * x + r_g * h, axis=1)
+                go = b_o + tl.sum(x_o * x + r_o * h, axis=1)
+                c_b = tl.sigmoid(gf) * c_b + tl.sigmoid(gi) * _tanh(gg)
+                tl.store(h_b_ptr + (s - 1) * D + us, tl.sigmoid(go) * _tanh(c_b))
+        tl.debug_barrier()  # the block's h, all its threads', before the flag that publishes them
+        tl.atomic_xchg(flags + p, s + 1, sem="release")
+    tl.store(c_a_ptr, c_a)
+    if PAIR:
+        tl.store(c_b_ptr, c_b)
+
+
+@triton.jit
+def _state(previous, initial, stepped, START: tl.constexpr):
+    """The h a step starts from: the previous step's output once stepped, else the initial h with START,
+    else zeros (past the L1 cache: other programs wrote them)."""
+    h = tl.load(previous, mask=stepped, other=0.0, cache_modifier=".cg")
+    if START:
+        h = tl.where(stepped, h, tl.load(initial, cache_modifier=".cg"))
+    return h
 
 
 @triton.jit
@@ -180,8 +248,7 @@ def _gate(gate: nn.Module) -> dict[str, torch.Tensor]:
 
 
 class FusedTft(FusedForecaster):
-    """The TFT (models/tft.py) behind its normalisation (models/forecaster.py); its encoder's LSTM modules
-    are deep copies."""
+    """The TFT (models/tft.py) behind its normalisation (models/forecaster.py)."""
 
     name = "TFT"
 
@@ -193,10 +260,8 @@ class FusedTft(FusedForecaster):
         self.horizons, self.quantiles = len(forecaster.shape.horizons), len(forecaster.shape.quantiles)
         self.d = d = net.horizon_embedding.shape[1]
         self.heads, self.dh = net.attention.heads, net.attention.d_head
-        self.encoder = copy.deepcopy(net.encoder).eval()
-        for lstm in self.encoder.layers:  # a copy's weights in one block again, as cuDNN takes them
-            lstm.flatten_parameters()
-        self.lstm_layers = len(net.decoder.layers)
+        self.lstm_layers = layers = len(net.decoder.layers)
+        self.units = _units(d, batch, self.device)
         vs = net.selection
         p: dict[str, torch.Tensor] = {"x_mean": forecaster.x_mean, "x_scale": forecaster.x_scale,
                                       "y_scale": forecaster.y_scale.view(1, -1, 1), "embed_w": vs.weight,
@@ -204,9 +269,12 @@ class FusedTft(FusedForecaster):
                                       "head_w": net.head.weight, "head_b": net.head.bias}
         p |= {f"select_{k}": v for k, v in _grn(vs.select).items()}
         p |= {f"feature_{k}": torch.stack([_grn(g)[k] for g in vs.grns]) for k in _grn(vs.grns[0])}
-        for i, lstm in enumerate(net.decoder.layers):
-            p |= {f"dec{i}_w_ih": lstm.weight_ih_l0, f"dec{i}_w_hh": lstm.weight_hh_l0,
-                  f"dec{i}_b_ih": lstm.bias_ih_l0, f"dec{i}_b_hh": lstm.bias_hh_l0}
+        for name, stack in (("enc", net.encoder), ("dec", net.decoder)):
+            for i, lstm in enumerate(stack.layers):  # a layer's input projection takes both its biases
+                p |= {f"{name}{i}_w_ih": lstm.weight_ih_l0, f"{name}{i}_w_hh": lstm.weight_hh_l0,
+                      f"{name}{i}_b": lstm.bias_ih_l0 + lstm.bias_hh_l0}
+        with torch.no_grad():  # the decoder's first inputs are learned, the same every call: so is their projection
+            p["dec_pre"] = net.horizon_embedding @ p["dec0_w_ih"].T + p["dec0_b"]
         for name, gate in (("lstm_gate", net.lstm_gate), ("attention_gate", net.attention_gate),
                            ("output_gate", net.output_gate)):
             p |= {f"{name}_{k}": v for k, v in _gate(gate).items()}
@@ -219,12 +287,18 @@ class FusedTft(FusedForecaster):
             self.features
         self.keep(p, {"xs": (batch, self.window, f), "embedded": (rows, f * d), "s1": (rows, d), "s2": (rows, f),
                       "s_skip": (rows, f), "weights": (rows, f), "f1": (f, rows, d), "f2": (f, rows, d),
-                      "processed": (f, rows, d), "skip": (long, d), "lstm": (long, d), "decoded": (2, short, d),
+                      "processed": (f, rows, d), "skip": (long, d), "lstm": (long, d), "pre": (long, 4 * d),
+                      "encoded": (max(layers - 1, 1), long, d), "decoded": (max(layers - 1, 1), short, d),
+                      "cells": (layers, batch, d),
                       "temporal": (long, d), "e1": (long, d), "e2": (long, d), "enriched": (long, d),
                       "kv": (long, d + self.dh), "enriched_last": (short, d), "temporal_last": (short, d),
                       "q": (short, d), "attended_dh": (short, self.dh), "attended": (short, d), "gated": (short, d),
                       "g1": (short, d), "g2": (short, d), "ff": (short, d), "last": (short, d),
                       "head_out": (short, self.quantiles), "out": (batch, self.horizons, self.quantiles)})
+        # lstm_kernel's flags, a set for each launch (a pair of layers, the encoder's then the decoder's), zeroed
+        # before a call
+        self.register_buffer("flags", torch.zeros((2 * ((layers + 1) // 2), batch, d // self.units), dtype=torch.int32,
+                                                  device=self.device), persistent=False)
         with torch.no_grad():  # the decoder's inputs, one learned row a horizon, after each window's rows
             self.skip.view(batch, -1, d)[:, self.window:] = self.future
 
@@ -247,6 +321,32 @@ class FusedTft(FusedForecaster):
         linear(h1, p["fc1_w"], p["fc1_b"], h2, block_n=max(16, min(64, triton.next_power_of_2(h2.shape[1]))))
         self._gate(h2, name, a if skip is None else skip, y)
 
+    def _layers(self, name: str, steps: int, rows: torch.Tensor | None, outputs: list[torch.Tensor], window: int,
+                start: list[torch.Tensor] | None) -> None:
+        """The LSTM layers `name`0, `name`1, ... over `steps` steps, a pair a launch (lstm_kernel). The first
+        layer's input `rows` (a window's `window` values apart), or None: the decoder's learned inputs, whose
+        projection `dec_pre` is made once. Layer i's outputs into outputs[i], `window` values a window apart,
+        the last layer's in `lstm`'s windows. From zeros, or from the h at start[i] (in `lstm`'s windows) and
+        the cells `cells` holds."""
+        b, d, layers = self.batch, self.d, self.lstm_layers
+        lstm_window = (self.window + self.horizons) * d
+        flags = self.flags[: (layers + 1) // 2] if start is None else self.flags[(layers + 1) // 2:]
+        windows = [window] * (layers - 1) + [lstm_window]
+        initial = start if start is not None else outputs  # unread from zeros
+        for a in range(0, layers, 2):
+            pair, top = a + 1 < layers, min(a + 1, layers - 1)  # without a pair, layer b's arguments go unread
+            if a == 0 and rows is None:
+                pre, pre_window = self.dec_pre, 0
+            else:
+                linear(rows if a == 0 else outputs[a - 1], getattr(self, f"{name}{a}_w_ih"),
+                       getattr(self, f"{name}{a}_b"), self.pre)
+                pre, pre_window = self.pre, 4 * window
+            lstm_kernel[(d // self.units, b)](
+                pre, pre_window, getattr(self, f"{name}{a}_w_hh"), getattr(self, f"{name}{top}_w_ih"),
+                getattr(self, f"{name}{top}_w_hh"), getattr(self, f"{name}{top}_b"), initial[a], initial[top],
+                lstm_window, self.cells[a], outputs[a], windows[a], outputs[top], windows[top], flags[a // 2], steps,
+                b, D=d, UNITS=self.units, PAIR=pair, START=start is not None, num_warps=WARPS)
+
     def predict(self, x: torch.Tensor) -> torch.Tensor:
         """x float32 [batch, window, features] -> forecasts [batch, horizons, quantiles] in log returns: a
         view of a buffer the next call overwrites."""
@@ -267,17 +367,14 @@ class FusedTft(FusedForecaster):
                    y_group=rows * d)
         skip = self.skip.view(b, t + hz, d)
         skip[:, :t].copy_((self.processed * weights.t().unsqueeze(-1)).sum(0).view(b, t, d))
-        # the encoder (cuDNN) and the decoder from its final state
-        encoded, finals = self.encoder(skip[:, :t])
-        lstm = self.lstm.view(b, t + hz, d)
-        lstm[:, :t].copy_(encoded)
-        for i, (h0, c0) in enumerate(finals):  # layer i's outputs in decoded[i % 2], the last layer's in lstm
-            inputs, window = (self.future, 0) if i == 0 else (self.decoded[(i - 1) % 2], hz * d)
-            last = i == self.lstm_layers - 1
-            out, out_window = (lstm[:, t:], (t + hz) * d) if last else (self.decoded[i % 2], hz * d)
-            lstm_kernel[(b,)](inputs, window, h0, c0, getattr(self, f"dec{i}_w_ih"), getattr(self, f"dec{i}_w_hh"),
-                              getattr(self, f"dec{i}_b_ih"), getattr(self, f"dec{i}_b_hh"), out, out_window,
-                              STEPS=hz, D=d, BLOCK_K=16, num_warps=WARPS)
+        # the encoder from zeros, the decoder from its final states: each window's rows then its horizons'
+        # rows of `lstm`, the other layers' outputs in `encoded` and `decoded`
+        self.flags.zero_()
+        long, short = (t + hz) * d, hz * d  # a window's values in the buffers
+        encoded = [*self.encoded[: self.lstm_layers - 1], self.lstm]
+        self._layers("enc", t, self.skip, encoded, long, None)
+        self._layers("dec", hz, None, [*self.decoded[: self.lstm_layers - 1], self.lstm[t:]], short,
+                     [e[t - 1:] for e in encoded])
         # the gated skip over the LSTMs, enrichment, attention of the horizons, and the gates after it
         self._gate(self.lstm, "lstm_gate", self.skip, self.temporal)
         self._grn(self.temporal, "enrich", self.e1, self.e2, self.enriched)
