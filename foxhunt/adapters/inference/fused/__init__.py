@@ -25,11 +25,11 @@ from __future__ import annotations
 from torch import nn
 
 from foxhunt.adapters.inference.fused import attention, mamba2, tft
+from foxhunt.adapters.inference.fused.linear import FusedForecaster
 from foxhunt.models.forecaster import Forecaster
 
-FORMS = {"attention": (attention.unfusable, attention.FusedAttention),
-         "mamba2": (mamba2.unfusable, mamba2.FusedMamba2),
-         "tft": (tft.unfusable, tft.FusedTft)}
+FORMS: dict[str, type[FusedForecaster]] = {"attention": attention.FusedAttention, "mamba2": mamba2.FusedMamba2,
+                                           "tft": tft.FusedTft}
 
 
 def _no_kernels(model: nn.Module) -> str | None:
@@ -41,7 +41,7 @@ def _no_kernels(model: nn.Module) -> str | None:
 
 def unfusable(model: nn.Module) -> str | None:
     """Why foxhunt's kernels cannot serve `model`; None where they can."""
-    return _no_kernels(model) or FORMS[model.arch][0](model)
+    return _no_kernels(model) or FORMS[model.arch].unfusable(model)
 
 
 def fused(model: Forecaster, batch: int) -> nn.Module:
@@ -49,4 +49,4 @@ def fused(model: Forecaster, batch: int) -> nn.Module:
     form's own class checks the shapes)."""
     if (why := _no_kernels(model)) is not None:
         raise ValueError(why)
-    return FORMS[model.arch][1](model, batch)
+    return FORMS[model.arch](model, batch)

@@ -16,16 +16,14 @@ import triton.language as tl
 
 from foxhunt.adapters.inference.fused.linear import (
     GELU,
-    LAYER_NORM,
     PRECISION,
     WARPS,
     FusedForecaster,
+    layer_norm,
     linear,
     unsuited,
 )
 from foxhunt.models.forecaster import Forecaster
-
-EPS = 1e-5  # nn.LayerNorm's
 
 
 def unfusable(model: Forecaster) -> str | None:
@@ -61,11 +59,10 @@ class FusedAttention(FusedForecaster):
     """The attention forecaster (models/attention.py) behind its normalisation (models/forecaster.py)."""
 
     name = "attention"
+    unfusable = staticmethod(unfusable)
 
     def __init__(self, forecaster: Forecaster, batch: int) -> None:
         super().__init__(forecaster, batch)
-        if (why := unfusable(forecaster)) is not None:
-            raise ValueError(why)
         net = forecaster.net
         self.d = net.position.shape[1]
         self.heads = net.blocks[0].attn.heads if len(net.blocks) else 1
@@ -97,14 +94,14 @@ class FusedAttention(FusedForecaster):
                add=self.position, add_period=t, block_k=16)
         for i in range(self.blocks):
             p = functools.partial(self.param, i)
-            linear(h, p("qkv_w"), p("qkv_b"), self.qkv, norm=(LAYER_NORM, p("n1_g"), p("n1_b"), EPS))
+            linear(h, p("qkv_w"), p("qkv_b"), self.qkv, norm=layer_norm(p("n1_g"), p("n1_b")))
             attention_kernel[(self.heads, self.batch)](
                 self.qkv, self.o, t, math.sqrt(d // self.heads), D=d, DH=d // self.heads,
                 BLOCK_T=max(16, triton.next_power_of_2(t)), PRECISION=PRECISION, num_warps=WARPS)
             linear(self.o, p("out_w"), p("out_b"), h2, add=h, block_n=32)
-            linear(h2, p("ff1_w"), p("ff1_b"), self.f, norm=(LAYER_NORM, p("n2_g"), p("n2_b"), EPS), act=GELU)
+            linear(h2, p("ff1_w"), p("ff1_b"), self.f, norm=layer_norm(p("n2_g"), p("n2_b")), act=GELU)
             linear(self.f, p("ff2_w"), p("ff2_b"), h, add=h2, block_n=32, block_k=64)
         last = h.view(self.batch, t, d)[:, -1]  # each window's last row: strided rows, contiguous values
-        linear(last, self.head_w, self.head_b, self.out, norm=(LAYER_NORM, self.norm_g, self.norm_b, EPS),
+        linear(last, self.head_w, self.head_b, self.out, norm=layer_norm(self.norm_g, self.norm_b),
                out_scale=self.y_scale, block_n=16)
         return self.out.view(self.batch, *self.shape_out)

@@ -20,6 +20,7 @@ from foxhunt.models.forecaster import Forecaster
 PRECISION = "tf32x3"  # the dots: three TF32 products (about FP32's accuracy) on tensor cores
 BLOCK_M, WARPS, STAGES = 16, 4, 3  # fixed: other tile settings give other bytes
 NO_NORM, LAYER_NORM, RMS_NORM = 0, 1, 2
+LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, which the models keep
 NO_ACT, GELU, ELU = 0, 1, 2
 MAX_WINDOW = 128  # a window's rows are one tile of the sequence kernels, window x window values in registers
 
@@ -109,6 +110,11 @@ def linear_kernel(x_ptr, w_ptr, b_ptr, y_ptr, add_ptr, g_ptr, beta_ptr, mean_ptr
     tl.store(y_ptr + r[:, None] * y_stride + cols[None, :], acc, mask=out_ok)
 
 
+def layer_norm(g: torch.Tensor, beta: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor, float]:
+    """`linear`'s `norm` for an nn.LayerNorm of weight g and bias beta."""
+    return LAYER_NORM, g, beta, LAYER_NORM_EPS
+
+
 def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, y: torch.Tensor, *,
            norm: tuple[int, torch.Tensor, torch.Tensor | None, float] | None = None,
            standardize: tuple[torch.Tensor, torch.Tensor] | None = None, act: int = NO_ACT,
@@ -136,14 +142,21 @@ def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, y: torch.Te
 
 
 class FusedForecaster(nn.Module):
-    """What a forecaster in these kernels keeps (attention.py, mamba2.py): copies of its parameters, taken
-    when it is made, and working buffers of fixed shape on the parameters' device (a CUDA graph captures the
-    kernels that use them); `predict` takes `batch` windows of its shape."""
+    """What a forecaster in these kernels keeps (attention.py, mamba2.py, tft.py): copies of its parameters,
+    taken when it is made, and working buffers of fixed shape on the parameters' device (a CUDA graph
+    captures the kernels that use them); `predict` takes `batch` windows of its shape."""
 
     name = ""  # the model, as errors name it
 
+    @staticmethod
+    def unfusable(forecaster: Forecaster) -> str | None:
+        """Why the form's kernels cannot serve `forecaster`; None where they can (each form's module's)."""
+        raise NotImplementedError
+
     def __init__(self, forecaster: Forecaster, batch: int) -> None:
         super().__init__()
+        if (why := self.unfusable(forecaster)) is not None:
+            raise ValueError(why)
         self.batch, self.window, self.features = batch, forecaster.shape.window, forecaster.shape.features
         self.device = forecaster.x_mean.device
 

@@ -86,11 +86,10 @@ class FusedMamba2(FusedForecaster):
     """The Mamba2 forecaster (models/mamba2.py) behind its normalisation (models/forecaster.py)."""
 
     name = "Mamba2"
+    unfusable = staticmethod(unfusable)
 
     def __init__(self, forecaster: Forecaster, batch: int) -> None:
         super().__init__(forecaster, batch)
-        if (why := unfusable(forecaster)) is not None:
-            raise ValueError(why)
         net = forecaster.net
         first = net.blocks[0]
         self.d, self.inner, self.d_state = net.embed.out_features, first.inner, first.d_state

@@ -27,6 +27,7 @@ from torch import nn
 from foxhunt.adapters.inference.fused.linear import (
     BLOCK_M,
     ELU,
+    LAYER_NORM_EPS,
     PRECISION,
     WARPS,
     FusedForecaster,
@@ -34,8 +35,6 @@ from foxhunt.adapters.inference.fused.linear import (
     unsuited,
 )
 from foxhunt.models.forecaster import Forecaster
-
-EPS = 1e-5  # nn.LayerNorm's
 
 
 def _units(d: int, batch: int, device: torch.device) -> int:
@@ -251,11 +250,10 @@ class FusedTft(FusedForecaster):
     """The TFT (models/tft.py) behind its normalisation (models/forecaster.py)."""
 
     name = "TFT"
+    unfusable = staticmethod(unfusable)
 
     def __init__(self, forecaster: Forecaster, batch: int) -> None:
         super().__init__(forecaster, batch)
-        if (why := unfusable(forecaster)) is not None:
-            raise ValueError(why)
         net = forecaster.net
         self.horizons, self.quantiles = len(forecaster.shape.horizons), len(forecaster.shape.quantiles)
         self.d = d = net.horizon_embedding.shape[1]
@@ -309,7 +307,7 @@ class FusedTft(FusedForecaster):
         n, k = w.shape[-2] // 2, w.shape[-1]
         gate_kernel[(triton.cdiv(x.shape[0], BLOCK_M), groups)](
             x, w, getattr(self, f"{name}_glu_b"), skip, getattr(self, f"{name}_norm_g"),
-            getattr(self, f"{name}_norm_b"), y, x.shape[0], x.stride(0), skip.stride(0), y.stride(0), EPS,
+            getattr(self, f"{name}_norm_b"), y, x.shape[0], x.stride(0), skip.stride(0), y.stride(0), LAYER_NORM_EPS,
             x_group, skip_group, y_group, N=n, K=k, BLOCK_M=BLOCK_M, BLOCK_N=max(16, triton.next_power_of_2(n)),
             BLOCK_K=32, PRECISION=PRECISION, num_warps=WARPS)
 
