@@ -181,6 +181,29 @@ def test_on_cuda_the_fused_kernels_forecast_as_eager_within_float32_rounding_the
     print(f"fused {arch} {size} batch {batch}: largest difference from eager {float(np.abs(got - want).max()):.3g}")
 
 
+@pytest.mark.parametrize("layers", [1, 2, 3])
+@pytest.mark.parametrize("batch", [1, 4, 16])
+def test_the_tft_s_lstm_kernel_gives_the_same_bytes_over_many_calls(layers, batch):
+    """The fused TFT's LSTM programs share each step's h through global memory and wait for each other:
+    2,000 calls, none may differ from the first (a race shows as an odd call). Batch 16 splits the cells
+    among fewer programs (_units); an odd layer runs alone."""
+    from foxhunt.adapters.inference import fused
+    from foxhunt.models.configs import Shape, TrainConfig
+    from foxhunt.models.forecaster import build
+
+    make_deterministic(1)
+    shape = Shape(window=64, features=24, horizons=(1, 4, 16), quantiles=(0.1, 0.5, 0.9))
+    cfg = TrainConfig(models={"tft": {"lstm_layers": layers}}).model("tft", "production")
+    model = build("tft", cfg, shape, seed=3).eval().cuda()
+    served = fused.fused(model, batch)
+    x = torch.randn(batch, 64, 24, generator=torch.Generator().manual_seed(1)).cuda()
+    with torch.no_grad():
+        first = served.predict(x).clone()
+        differing = sum(not torch.equal(served.predict(x), first) for _ in range(2000))
+        torch.testing.assert_close(first, model.predict(x), rtol=1e-5, atol=1e-5)
+    assert differing == 0, f"{differing} of 2,000 calls gave other bytes than the first"
+
+
 def test_a_batch_the_tft_s_lstm_kernel_cannot_hold_resident_is_served_as_without_fuse_saying_why():
     """The TFT's LSTM kernel keeps a window's programs resident at once (they wait for each other): past
     half the multiprocessors' worth of windows the scorer serves the model as without fuse, naming why."""
