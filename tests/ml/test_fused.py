@@ -78,6 +78,18 @@ def test_the_tft_s_encoder_runs_its_layers_in_pipelined_pairs_whatever_their_num
         torch.testing.assert_close(fused.fused(model, 2).predict(x), model.predict(x), rtol=1e-5, atol=1e-5)
 
 
+def test_the_tft_s_lstm_programs_split_the_cells_so_that_a_call_s_programs_fit_half_the_multiprocessors(fused):
+    """A window's programs wait for each other's h: all must be resident at once, so a call holds at most
+    half the GPU's multiprocessors (the H200's 132), the cells split among fewer programs as the batch
+    grows; past one program a window the kernel refuses, and the scorer serves the model unfused."""
+    from foxhunt.adapters.inference.fused.tft import cells_per_program
+
+    assert [cells_per_program(128, batch, 132) for batch in (1, 4, 5, 8, 16, 33, 66)] == [8, 8, 16, 16, 32, 64, 128]
+    assert cells_per_program(32, 3, 132) == 8 and cells_per_program(128, 4, None) == 128  # the interpreter: one
+    with pytest.raises(ValueError, match="at most 66 windows a call on this GPU, not 67"):
+        cells_per_program(128, 67, 132)
+
+
 @pytest.mark.parametrize("arch", FUSED)
 def test_the_fused_model_keeps_its_own_copy_of_the_weights_and_refuses_another_shape(fused, arch):
     model = forecaster(arch, 16)

@@ -186,7 +186,7 @@ def test_on_cuda_the_fused_kernels_forecast_as_eager_within_float32_rounding_the
 def test_the_tft_s_lstm_kernel_gives_the_same_bytes_over_many_calls(layers, batch):
     """The fused TFT's LSTM programs share each step's h through global memory and wait for each other:
     2,000 calls, none may differ from the first (a race shows as an odd call). Batch 16 splits the cells
-    among fewer programs (_units); an odd layer runs alone."""
+    among fewer programs (cells_per_program); an odd layer runs alone."""
     from foxhunt.adapters.inference import fused
     from foxhunt.models.configs import Shape, TrainConfig
     from foxhunt.models.forecaster import build

@@ -37,13 +37,15 @@ from foxhunt.adapters.inference.fused.linear import (
 from foxhunt.models.forecaster import Forecaster
 
 
-def _units(d: int, batch: int, device: torch.device) -> int:
-    """The cells each program of lstm_kernel owns: 8, or more where a call's programs would fill more
-    than half the multiprocessors (a window's programs wait for each other, so all must be resident); all
-    d under Triton's interpreter, which runs the programs one after another."""
-    if device.type != "cuda":
+def cells_per_program(d: int, batch: int, multiprocessors: int | None) -> int:
+    """The cells each program of lstm_kernel owns, for `batch` windows of `d` cells: 8, or more where a
+    call's programs would fill more than half the `multiprocessors` (a window's programs wait for each
+    other, so all must be resident at once; the scorer replays one model at a time); all d where there is
+    no GPU (None: Triton's interpreter, which runs the programs one after another). ValueError where even
+    one program a window is too many."""
+    if multiprocessors is None:
         return d
-    half = torch.cuda.get_device_properties(device).multi_processor_count // 2
+    half = multiprocessors // 2
     units = 8
     while units < d and d // units * batch > half:
         units *= 2
@@ -124,7 +126,7 @@ def lstm_kernel(pre_ptr, pre_window, w_hh_a_ptr, w_ih_b_ptr, w_hh_b_ptr, b_b_ptr
     Between two phases each program publishes the phases it has finished in its own flag (flags_ptr
     [WINDOWS, D // UNITS], zero at the launch), then waits until every flag of its window says as much: the
     atomics order memory and never sum a value, and every value is computed by one program in one order, so
-    the same bytes every call. All the programs of a window must be resident at once (_units).
+    the same bytes every call. All the programs of a window must be resident at once (cells_per_program).
 
     pre: layer a's input projection with both its biases, [4D] for step t at pre_ptr + window * pre_window
     + t * 4D (pre_window 0: the same for every window). h_a, h_b: the layers' outputs, step t at h_ptr +
@@ -259,7 +261,9 @@ class FusedTft(FusedForecaster):
         self.d = d = net.horizon_embedding.shape[1]
         self.heads, self.dh = net.attention.heads, net.attention.d_head
         self.lstm_layers = layers = len(net.decoder.layers)
-        self.units = _units(d, batch, self.device)
+        gpu = self.device.type == "cuda"
+        sms = torch.cuda.get_device_properties(self.device).multi_processor_count if gpu else None
+        self.units = cells_per_program(d, batch, sms)
         vs = net.selection
         p: dict[str, torch.Tensor] = {"x_mean": forecaster.x_mean, "x_scale": forecaster.x_scale,
                                       "y_scale": forecaster.y_scale.view(1, -1, 1), "embed_w": vs.weight,
