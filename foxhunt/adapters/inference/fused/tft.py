@@ -1,18 +1,19 @@
 """The Temporal Fusion Transformer (models/tft.py) in Triton kernels.
 
-- Variable selection: the features' embeddings (torch, one kernel), the selection network and the
-  per-feature gated residual networks as three launches each (linear.py's kernel, the feature networks as
-  one group; `gate_kernel` for each gated skip: GLU, residual and LayerNorm in one), the softmax and the
-  weighted sum (torch).
+- Variable selection: the standardisation and the features' embeddings (`embed_kernel`); the layers that
+  read the embeddings folded through them at load (`_through_embedding`: the selection network reads a
+  row's 24 values, not its 3,072 embedded ones); each gated residual network one `grn_kernel` launch (the
+  features' as one group); the softmax and the weighted sum into the encoder's rows (`selection_kernel`).
 - The LSTMs: `lstm_kernel` runs two layers a launch, the second a step behind the first, so the
   encoder's two layers over 64 steps are 65 dependent phases (cuDNN's persistent kernel runs the model's
   one layer after the other, 128 steps at about 2.1 µs each on the H200). A window's cells are split
   among programs (16 for the production preset's 128) that keep their rows of the weights in registers
-  and wait for each other between phases; the decoder's layers run the same way from the encoder's final
-  states, over the horizons.
-- The gated skips, the enrichment and position-wise networks, the interpretable attention of the
-  horizons over the window and the horizons before them (`attention_kernel`, the heads' averaged
-  weights over the shared values) and the head: linear.py's kernel and `gate_kernel`.
+  and read each step's h from the others as it is published; the decoder's layers run the same way from
+  the encoder's final states, over the horizons.
+- The gated skips (`gate_kernel`), the enrichment and position-wise networks (`grn_kernel`), the
+  interpretable attention of the horizons over the window and the horizons before them
+  (`attention_kernel`, the heads' averaged weights over the shared values), and the projections and the
+  head in linear.py's kernel.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from torch import nn
 
 from foxhunt.adapters.inference.fused.linear import (
     BLOCK_M,
-    ELU,
     LAYER_NORM_EPS,
     PRECISION,
     WARPS,
@@ -40,7 +40,7 @@ from foxhunt.models.forecaster import Forecaster
 def cells_per_program(d: int, batch: int, multiprocessors: int | None) -> int:
     """The cells each program of lstm_kernel owns, for `batch` windows of `d` cells: 8, or more where a
     call's programs would fill more than half the `multiprocessors` (a window's programs wait for each
-    other, so all must be resident at once; the scorer replays one model at a time); all d where there is
+    other's h, so all must be resident at once; the scorer replays one model at a time); all d where there is
     no GPU (None: Triton's interpreter, which runs the programs one after another). ValueError where even
     one program a window is too many."""
     if multiprocessors is None:
@@ -70,16 +70,84 @@ def gate_kernel(x_ptr, w_ptr, b_ptr, skip_ptr, g_ptr, beta_ptr, y_ptr, rows, x_s
     one block. Group program_id(1) reads x, skip and writes y from x_group, skip_group and y_group values
     on, with its own w, b and the LayerNorm's g and beta."""
     group = tl.program_id(1)
-    x_ptr += group * x_group
-    skip_ptr += group * skip_group
-    y_ptr += group * y_group
-    w_ptr += group * 2 * N * K
-    b_ptr += group * 2 * N
-    g_ptr += group * N
-    beta_ptr += group * N
     r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
+    inside = (r < rows)[:, None] & (cols < N)[None, :]
+    skip = tl.load(skip_ptr + group * skip_group + r[:, None] * skip_stride + cols[None, :], mask=inside, other=0.0)
+    _gate_add_norm(x_ptr + group * x_group, w_ptr + group * 2 * N * K, b_ptr + group * 2 * N, skip,
+                   g_ptr + group * N, beta_ptr + group * N, y_ptr + group * y_group, r, r < rows, x_stride, y_stride,
+                   eps, N, K, BLOCK_M, BLOCK_N, BLOCK_K, PRECISION)
+
+
+@triton.jit
+def grn_kernel(x_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, wg_ptr, bg_ptr, skip_ptr, ws_ptr, bs_ptr, g_ptr, beta_ptr, h_ptr,
+               y_ptr, rows, x_stride, skip_stride, y_stride, eps, x_group, skip_group, y_group, K: tl.constexpr,
+               H: tl.constexpr, N: tl.constexpr, SKIP_LINEAR: tl.constexpr, BLOCK_M: tl.constexpr,
+               BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_G: tl.constexpr,
+               PRECISION: tl.constexpr):
+    """The TFT's gated residual network (layers.py's GatedResidualNetwork) in one kernel: y = LayerNorm(skip
+    + GLU(W1 ELU(W2 x + b2) + b1)) for the rows r < rows; W2 [H, K], W1 [N, H], the GLU's [2N, N]. The
+    hidden layer is made BLOCK_H columns at a time, each chunk ELU'd and multiplied into W1's sum at once;
+    W1's output goes through `h` ([rows, N], the block's own rows) to the gated skip, which reads it back
+    in chunks of BLOCK_G after a barrier. The skip: with SKIP_LINEAR the network's own layer x @ Ws.T + bs
+    (Ws [N, K]), else read from skip_ptr. Group program_id(1) as gate_kernel's, with h from rows x N values
+    on."""
+    group = tl.program_id(1)
+    x_ptr += group * x_group
+    w2_ptr += group * H * K
+    b2_ptr += group * H
+    w1_ptr += group * N * H
+    b1_ptr += group * N
+    h_ptr += group * rows * N
+    r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = r < rows
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    out = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for h0 in range(0, H, BLOCK_H):
+        hs = h0 + tl.arange(0, BLOCK_H)
+        h_ok = hs < H
+        hidden = tl.zeros([BLOCK_M, BLOCK_H], dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            ks = k0 + tl.arange(0, BLOCK_K)
+            k_ok = ks < K
+            a = tl.load(x_ptr + r[:, None] * x_stride + ks[None, :], mask=row_ok[:, None] & k_ok[None, :],
+                        other=0.0)
+            w = tl.load(w2_ptr + hs[:, None] * K + ks[None, :], mask=h_ok[:, None] & k_ok[None, :], other=0.0)
+            hidden += tl.dot(a, tl.trans(w), input_precision=PRECISION)
+        hidden += tl.load(b2_ptr + hs, mask=h_ok, other=0.0)[None, :]
+        hidden = tl.where(hidden > 0.0, hidden, tl.exp(hidden) - 1.0)  # ELU (alpha 1); 0 past H
+        w = tl.load(w1_ptr + cols[:, None] * H + hs[None, :], mask=col_ok[:, None] & h_ok[None, :], other=0.0)
+        out += tl.dot(hidden, tl.trans(w), input_precision=PRECISION)
+    out += tl.load(b1_ptr + cols, mask=col_ok, other=0.0)[None, :]
+    inside = row_ok[:, None] & col_ok[None, :]
+    tl.store(h_ptr + r[:, None] * N + cols[None, :], out, mask=inside)
+    if SKIP_LINEAR:
+        skip = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            ks = k0 + tl.arange(0, BLOCK_K)
+            k_ok = ks < K
+            a = tl.load(x_ptr + r[:, None] * x_stride + ks[None, :], mask=row_ok[:, None] & k_ok[None, :],
+                        other=0.0)
+            w = tl.load(ws_ptr + cols[:, None] * K + ks[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
+            skip += tl.dot(a, tl.trans(w), input_precision=PRECISION)
+        skip += tl.load(bs_ptr + cols, mask=col_ok, other=0.0)[None, :]
+    else:
+        skip = tl.load(skip_ptr + group * skip_group + r[:, None] * skip_stride + cols[None, :], mask=inside,
+                       other=0.0)
+    tl.debug_barrier()  # the block's rows of h, all its threads', before they are read back
+    _gate_add_norm(h_ptr, wg_ptr + group * 2 * N * N, bg_ptr + group * 2 * N, skip, g_ptr + group * N,
+                   beta_ptr + group * N, y_ptr + group * y_group, r, row_ok, N, y_stride, eps, N, N, BLOCK_M, BLOCK_N,
+                   BLOCK_G, PRECISION)
+
+
+@triton.jit
+def _gate_add_norm(x_ptr, w_ptr, b_ptr, skip, g_ptr, beta_ptr, y_ptr, r, row_ok, x_stride, y_stride, eps,
+                   N: tl.constexpr, K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):
+    """y[r] = LayerNorm(skip + GLU(x[r] @ w.T + b)) for the block's rows r (gate_kernel's), skip the rows'
+    [BLOCK_M, BLOCK_N] tile."""
+    cols = tl.arange(0, BLOCK_N)
     col_ok = cols < N
     value = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     gate = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -95,7 +163,6 @@ def gate_kernel(x_ptr, w_ptr, b_ptr, skip_ptr, g_ptr, beta_ptr, y_ptr, rows, x_s
     value += tl.load(b_ptr + cols, mask=col_ok, other=0.0)[None, :]
     gate += tl.load(b_ptr + N + cols, mask=col_ok, other=0.0)[None, :]
     inside = row_ok[:, None] & col_ok[None, :]
-    skip = tl.load(skip_ptr + r[:, None] * skip_stride + cols[None, :], mask=inside, other=0.0)
     z = tl.where(inside, skip + value * tl.sigmoid(gate), 0.0)
     mean = tl.sum(z, axis=1) / N
     centred = tl.where(inside, z - mean[:, None], 0.0)
@@ -107,6 +174,46 @@ def gate_kernel(x_ptr, w_ptr, b_ptr, skip_ptr, g_ptr, beta_ptr, y_ptr, rows, x_s
 
 
 @triton.jit
+def embed_kernel(x_ptr, mean_ptr, scale_ptr, e_ptr, b_ptr, xs_ptr, embedded_ptr, rows, F: tl.constexpr,
+                 D: tl.constexpr, BLOCK_M: tl.constexpr):
+    """The forecaster's standardisation and the TFT's embedding of each feature (models/tft.py's
+    VariableSelection), for the rows r < rows: xs[r, i] = (x[r, i] - mean[i]) / scale[i] [rows, F], and
+    embedded[r, i D:(i + 1) D] = xs[r, i] * e[i] + b[i] [rows, F D]."""
+    r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = r < rows
+    ds = tl.arange(0, D)
+    for i in range(F):
+        xs = (tl.load(x_ptr + r * F + i, mask=row_ok, other=0.0) - tl.load(mean_ptr + i)) / tl.load(scale_ptr + i)
+        tl.store(xs_ptr + r * F + i, xs, mask=row_ok)
+        embedded = xs[:, None] * tl.load(e_ptr + i * D + ds)[None, :] + tl.load(b_ptr + i * D + ds)[None, :]
+        tl.store(embedded_ptr + (r * F + i)[:, None] * D + ds[None, :], embedded, mask=row_ok[:, None])
+
+
+@triton.jit
+def selection_kernel(logits_ptr, processed_ptr, y_ptr, rows, window, y_window, F: tl.constexpr, D: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_F: tl.constexpr):
+    """The variable selection's sum (models/tft.py's VariableSelection): for the rows r < rows (window r //
+    window, step r % window) the softmax of the selection network's logits [rows, F], the features'
+    processed embeddings [F, rows, D] weighted by it, summed in the features' order, into y's row
+    (r // window) * y_window + r % window."""
+    r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = r < rows
+    fs = tl.arange(0, BLOCK_F)
+    ds = tl.arange(0, D)
+    logits = tl.load(logits_ptr + r[:, None] * F + fs[None, :], mask=row_ok[:, None] & (fs[None, :] < F),
+                     other=-1e30)  # the padding's weight exp(-1e30 - max) is 0, and no row is all -inf
+    e = tl.exp(logits - tl.max(logits, axis=1)[:, None])
+    weights = e / tl.sum(e, axis=1)[:, None]
+    out = tl.zeros([BLOCK_M, D], dtype=tl.float32)
+    for i in range(F):
+        weight = tl.sum(tl.where(fs[None, :] == i, weights, 0.0), axis=1)
+        embedded = tl.load(processed_ptr + (i * rows + r)[:, None] * D + ds[None, :], mask=row_ok[:, None], other=0.0)
+        out += weight[:, None] * embedded
+    y_rows = (r // window) * y_window + r % window
+    tl.store(y_ptr + y_rows[:, None] * D + ds[None, :], out, mask=row_ok[:, None])
+
+
+@triton.jit
 def _tanh(x):
     """tanh through exp, as 1 - 2 / (exp(2x) + 1): exact at the ends, within a few 1e-8 near 0."""
     return 1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0)
@@ -114,7 +221,7 @@ def _tanh(x):
 
 @triton.jit
 def lstm_kernel(pre_ptr, pre_window, w_hh_a_ptr, w_ih_b_ptr, w_hh_b_ptr, b_b_ptr, h0_a_ptr, h0_b_ptr, h0_window,
-                c_ptr, h_a_ptr, h_a_window, h_b_ptr, h_b_window, flags_ptr, STEPS, WINDOWS, D: tl.constexpr,
+                c_ptr, h_a_ptr, h_a_window, h_b_ptr, h_b_window, shared_ptr, STEPS, WINDOWS, D: tl.constexpr,
                 UNITS: tl.constexpr, PAIR: tl.constexpr, START: tl.constexpr):
     """An LSTM layer a (nn.LSTM's gates i, f, g, o) over STEPS steps, and with PAIR the layer b on top of it,
     pipelined: in phase s layer a takes step s and layer b step s - 1, so two layers take STEPS + 1
@@ -122,11 +229,13 @@ def lstm_kernel(pre_ptr, pre_window, w_hh_a_ptr, w_ih_b_ptr, w_hh_b_ptr, b_b_ptr
 
     Window program_id(1); its program program_id(0) owns the cells p * UNITS to (p + 1) * UNITS - 1 of both
     layers: their rows of the recurrent weights stay in its registers for the whole window, their c too.
-    The h of a step goes through global memory (read past the L1 cache) to the window's other programs.
-    Between two phases each program publishes the phases it has finished in its own flag (flags_ptr
-    [WINDOWS, D // UNITS], zero at the launch), then waits until every flag of its window says as much: the
-    atomics order memory and never sum a value, and every value is computed by one program in one order, so
-    the same bytes every call. All the programs of a window must be resident at once (cells_per_program).
+    The h of a step goes to the window's other programs through `shared_ptr` ([2, WINDOWS, STEPS, D] int64,
+    layer a's then b's, zero at the launch): each value as a 64-bit word, its float's bits in the low half
+    and 1 in the high half, which a single store writes and a single load reads whole. A program that needs a
+    step's h reads the step's D words until none is zero (`_published`): one trip to L2 where the step is
+    done, no flags and no fences, and a program runs ahead of the others as far as its inputs allow. Every
+    value is computed by one program in one order, so the same bytes every call. All the programs of a
+    window must be resident at once (cells_per_program).
 
     pre: layer a's input projection with both its biases, [4D] for step t at pre_ptr + window * pre_window
     + t * 4D (pre_window 0: the same for every window). h_a, h_b: the layers' outputs, step t at h_ptr +
@@ -154,8 +263,8 @@ def lstm_kernel(pre_ptr, pre_window, w_hh_a_ptr, w_ih_b_ptr, w_hh_b_ptr, b_b_ptr
     h0_b_ptr += w * h0_window
     c_a_ptr = c_ptr + w * D + us
     c_b_ptr = c_ptr + (WINDOWS + w) * D + us
-    flags = flags_ptr + w * (D // UNITS)
-    programs = tl.arange(0, D // UNITS)
+    shared_a = shared_ptr + w * STEPS * D
+    shared_b = shared_ptr + (WINDOWS + w) * STEPS * D
     c_a = tl.zeros([UNITS], dtype=tl.float32)
     c_b = tl.zeros([UNITS], dtype=tl.float32)
     if START:
@@ -163,44 +272,56 @@ def lstm_kernel(pre_ptr, pre_window, w_hh_a_ptr, w_ih_b_ptr, w_hh_b_ptr, b_b_ptr
         if PAIR:
             c_b = tl.load(c_b_ptr)
     for s in range(STEPS + PAIR):
-        if s > 0:  # every program of the window has finished phase s - 1
-            behind = tl.min(tl.atomic_add(flags + programs, 0, sem="acquire"), axis=0) < s
-            while behind:
-                behind = tl.min(tl.atomic_add(flags + programs, 0, sem="acquire"), axis=0) < s
+        below = _published(shared_a + (s - 1) * D + ks, s > 0)  # layer a's h of step s - 1
+        if START:
+            below = tl.where(s > 0, below, tl.load(h0_a_ptr + ks))
         if s < STEPS:
-            h = _state(h_a_ptr + (s - 1) * D + ks, h0_a_ptr + ks, s > 0, START)[None, :]
+            h = below[None, :]
             pre = pre_ptr + s * 4 * D + us
             gi = tl.load(pre) + tl.sum(a_i * h, axis=1)
             gf = tl.load(pre + D) + tl.sum(a_f * h, axis=1)
             gg = tl.load(pre + 2 * D) + tl.sum(a_g * h, axis=1)
             go = tl.load(pre + 3 * D) + tl.sum(a_o * h, axis=1)
             c_a = tl.sigmoid(gf) * c_a + tl.sigmoid(gi) * _tanh(gg)
-            tl.store(h_a_ptr + s * D + us, tl.sigmoid(go) * _tanh(c_a))
+            out = tl.sigmoid(go) * _tanh(c_a)
+            tl.store(h_a_ptr + s * D + us, out)
+            tl.store(shared_a + s * D + us, _tagged(out))
         if PAIR:
             if s > 0:
-                x = tl.load(h_a_ptr + (s - 1) * D + ks, cache_modifier=".cg")[None, :]
-                h = _state(h_b_ptr + (s - 2) * D + ks, h0_b_ptr + ks, s > 1, START)[None, :]
+                x = below[None, :]
+                h = _published(shared_b + (s - 2) * D + ks, s > 1)
+                if START:
+                    h = tl.where(s > 1, h, tl.load(h0_b_ptr + ks))
+                h = h[None, :]
                 gi = b_i + tl.sum(x_i * x + r_i * h, axis=1)
                 gf = b_f + tl.sum(x_f * x + r_f * h, axis=1)
                 gg = b_g + tl.sum(x_g * x + r_g * h, axis=1)
                 go = b_o + tl.sum(x_o * x + r_o * h, axis=1)
                 c_b = tl.sigmoid(gf) * c_b + tl.sigmoid(gi) * _tanh(gg)
-                tl.store(h_b_ptr + (s - 1) * D + us, tl.sigmoid(go) * _tanh(c_b))
-        tl.debug_barrier()  # the block's h, all its threads', before the flag that publishes them
-        tl.atomic_xchg(flags + p, s + 1, sem="release")
+                out = tl.sigmoid(go) * _tanh(c_b)
+                tl.store(h_b_ptr + (s - 1) * D + us, out)
+                tl.store(shared_b + (s - 1) * D + us, _tagged(out))
     tl.store(c_a_ptr, c_a)
     if PAIR:
         tl.store(c_b_ptr, c_b)
 
 
 @triton.jit
-def _state(previous, initial, stepped, START: tl.constexpr):
-    """The h a step starts from: the previous step's output once stepped, else the initial h with START,
-    else zeros (past the L1 cache: other programs wrote them)."""
-    h = tl.load(previous, mask=stepped, other=0.0, cache_modifier=".cg")
-    if START:
-        h = tl.where(stepped, h, tl.load(initial, cache_modifier=".cg"))
-    return h
+def _tagged(h):
+    """h's float bits in the low half of a 64-bit word, 1 in the high half: published."""
+    return h.to(tl.uint32, bitcast=True).to(tl.int64) | (1 << 32)
+
+
+@triton.jit
+def _published(words, stepped):
+    """The h at `words` (_tagged) once every one of its words is published: read past the L1 cache until
+    then; zeros, without reading, where not `stepped`."""
+    word = tl.load(words, mask=stepped, other=1 << 32, volatile=True)
+    waiting = tl.min(word >> 32, axis=0) == 0
+    while waiting:
+        word = tl.load(words, volatile=True)
+        waiting = tl.min(word >> 32, axis=0) == 0
+    return word.to(tl.uint32).to(tl.float32, bitcast=True)  # the low half
 
 
 @triton.jit
@@ -242,6 +363,30 @@ def _grn(grn: nn.Module) -> dict[str, torch.Tensor]:
     return p
 
 
+def _through_embedding(p: dict[str, torch.Tensor], f: int, d: int) -> dict[str, torch.Tensor]:
+    """The layers that read the features' embeddings, folded through them. Feature i's embedding of the
+    standardised x_i is x_i * E[i] + B[i] (models/tft.py's VariableSelection), so a layer W, b over the
+    embeddings (in feature-major order, d values each) is a layer over the f standardised features:
+    W'[:, i] = W[:, i d:(i + 1) d] @ E[i], b' = b + sum_i W[:, i d:(i + 1) d] @ B[i]. The selection
+    network's first layer and skip read f x d values a row where these read f, and each feature's network's
+    first layer reads one value. Summed in float64, then rounded: within float32 rounding of the model's
+    order, not its bits."""
+    e, bias = p["embed_w"].double(), p["embed_b"].double()
+
+    def folded(w: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        per_feature = w.double().view(w.shape[0], f, d)
+        return (torch.einsum("oij,ij->oi", per_feature, e).float(),
+                (b.double() + torch.einsum("oij,ij->o", per_feature, bias)).float())
+
+    select_fc2 = folded(p["select_fc2_w"], p["select_fc2_b"])
+    select_skip = folded(p["select_skip_w"], p["select_skip_b"])
+    w, b = p["feature_fc2_w"].double(), p["feature_fc2_b"].double()  # [f, d, d], [f, d]: feature i's own
+    feature_w = torch.einsum("ihj,ij->ih", w, e).float().unsqueeze(-1)  # [f, d, 1]: one input each
+    feature_b = (b + torch.einsum("ihj,ij->ih", w, bias)).float()
+    return {"select_fc2_w": select_fc2[0], "select_fc2_b": select_fc2[1], "select_skip_w": select_skip[0],
+            "select_skip_b": select_skip[1], "feature_fc2_w": feature_w, "feature_fc2_b": feature_b}
+
+
 def _gate(gate: nn.Module) -> dict[str, torch.Tensor]:
     """A gated skip's parameters (layers.py's GateAddNorm), by name."""
     return {"glu_w": gate.glu.proj.weight, "glu_b": gate.glu.proj.bias, "norm_g": gate.norm.weight,
@@ -271,6 +416,7 @@ class FusedTft(FusedForecaster):
                                       "head_w": net.head.weight, "head_b": net.head.bias}
         p |= {f"select_{k}": v for k, v in _grn(vs.select).items()}
         p |= {f"feature_{k}": torch.stack([_grn(g)[k] for g in vs.grns]) for k in _grn(vs.grns[0])}
+        p |= _through_embedding(p, self.features, d)
         for name, stack in (("enc", net.encoder), ("dec", net.decoder)):
             for i, lstm in enumerate(stack.layers):  # a layer's input projection takes both its biases
                 p |= {f"{name}{i}_w_ih": lstm.weight_ih_l0, f"{name}{i}_w_hh": lstm.weight_hh_l0,
@@ -287,20 +433,20 @@ class FusedTft(FusedForecaster):
               "kv_b": torch.cat([a.k.bias, a.v.bias]), "out_w": a.out.weight, "out_b": a.out.bias}
         rows, long, short, f = batch * self.window, batch * (self.window + self.horizons), batch * self.horizons, \
             self.features
-        self.keep(p, {"xs": (batch, self.window, f), "embedded": (rows, f * d), "s1": (rows, d), "s2": (rows, f),
-                      "s_skip": (rows, f), "weights": (rows, f), "f1": (f, rows, d), "f2": (f, rows, d),
+        self.keep(p, {"xs": (batch, self.window, f), "embedded": (rows, f * d), "s2": (rows, f),
+                      "weights": (rows, f), "f2": (f, rows, d),
                       "processed": (f, rows, d), "skip": (long, d), "lstm": (long, d), "pre": (long, 4 * d),
                       "encoded": (max(layers - 1, 1), long, d), "decoded": (max(layers - 1, 1), short, d),
                       "cells": (layers, batch, d),
-                      "temporal": (long, d), "e1": (long, d), "e2": (long, d), "enriched": (long, d),
+                      "temporal": (long, d), "e2": (long, d), "enriched": (long, d),
                       "kv": (long, d + self.dh), "enriched_last": (short, d), "temporal_last": (short, d),
                       "q": (short, d), "attended_dh": (short, self.dh), "attended": (short, d), "gated": (short, d),
-                      "g1": (short, d), "g2": (short, d), "ff": (short, d), "last": (short, d),
+                      "g2": (short, d), "ff": (short, d), "last": (short, d),
                       "head_out": (short, self.quantiles), "out": (batch, self.horizons, self.quantiles)})
-        # lstm_kernel's flags, a set for each launch (a pair of layers, the encoder's then the decoder's), zeroed
-        # before a call
-        self.register_buffer("flags", torch.zeros((2 * ((layers + 1) // 2), batch, d // self.units), dtype=torch.int32,
-                                                  device=self.device), persistent=False)
+        # what lstm_kernel's programs share, for each launch (a pair of layers, the encoder's then the
+        # decoder's), zeroed before a call
+        self.register_buffer("shared", torch.zeros((2 * ((layers + 1) // 2), 2, batch, self.window, d),
+                                                   dtype=torch.int64, device=self.device), persistent=False)
         with torch.no_grad():  # the decoder's inputs, one learned row a horizon, after each window's rows
             self.skip.view(batch, -1, d)[:, self.window:] = self.future
 
@@ -315,13 +461,24 @@ class FusedTft(FusedForecaster):
             x_group, skip_group, y_group, N=n, K=k, BLOCK_M=BLOCK_M, BLOCK_N=max(16, triton.next_power_of_2(n)),
             BLOCK_K=32, PRECISION=PRECISION, num_warps=WARPS)
 
-    def _grn(self, a: torch.Tensor, name: str, h1: torch.Tensor, h2: torch.Tensor, y: torch.Tensor,
-             skip: torch.Tensor | None = None) -> None:
-        """y = the gated residual network `name` of a (skip: its own projection of a, else a itself)."""
-        p = {k: getattr(self, f"{name}_{k}") for k in ("fc2_w", "fc2_b", "fc1_w", "fc1_b")}
-        linear(a, p["fc2_w"], p["fc2_b"], h1, act=ELU)
-        linear(h1, p["fc1_w"], p["fc1_b"], h2, block_n=max(16, min(64, triton.next_power_of_2(h2.shape[1]))))
-        self._gate(h2, name, a if skip is None else skip, y)
+    def _grn(self, a: torch.Tensor, name: str, h: torch.Tensor, y: torch.Tensor, *, skip: torch.Tensor | None = None,
+             groups: int = 1, x_group: int = 0, skip_group: int = 0, y_group: int = 0) -> None:
+        """y = the gated residual network `name` of a's rows (grn_kernel), its skip the network's own layer
+        where it has one (`name`_skip_w), else `skip` or a itself; h [rows, N] a group holds its output
+        layer's values. Groups as _gate's."""
+        w2, w1 = getattr(self, f"{name}_fc2_w"), getattr(self, f"{name}_fc1_w")
+        (hidden, k), n = w2.shape[-2:], w1.shape[-2]
+        own = hasattr(self, f"{name}_skip_w")  # the network's own skip layer, made in the kernel
+        skip = a if skip is None else skip
+        block_n = max(16, triton.next_power_of_2(n))
+        p = {k: getattr(self, f"{name}_{k}") for k in ("fc2_b", "fc1_b", "glu_w", "glu_b", "norm_g", "norm_b")}
+        p |= {k: getattr(self, f"{name}_{k}", w2) for k in ("skip_w", "skip_b")}  # w2: unread, where none
+        grn_kernel[(triton.cdiv(a.shape[0], BLOCK_M), groups)](
+            a, w2, p["fc2_b"], w1, p["fc1_b"], p["glu_w"], p["glu_b"], skip, p["skip_w"], p["skip_b"], p["norm_g"],
+            p["norm_b"], h, y, a.shape[0], a.stride(0), skip.stride(0), y.stride(0), LAYER_NORM_EPS, x_group,
+            skip_group, y_group, K=k, H=hidden, N=n,
+            SKIP_LINEAR=own, BLOCK_M=BLOCK_M, BLOCK_K=max(16, min(32, triton.next_power_of_2(k))), BLOCK_H=32,
+            BLOCK_N=block_n, BLOCK_G=min(32, block_n), PRECISION=PRECISION, num_warps=WARPS)
 
     def _layers(self, name: str, steps: int, rows: torch.Tensor | None, outputs: list[torch.Tensor], window: int,
                 start: list[torch.Tensor] | None) -> None:
@@ -332,7 +489,7 @@ class FusedTft(FusedForecaster):
         the cells `cells` holds."""
         b, d, layers = self.batch, self.d, self.lstm_layers
         lstm_window = (self.window + self.horizons) * d
-        flags = self.flags[: (layers + 1) // 2] if start is None else self.flags[(layers + 1) // 2:]
+        shared = self.shared[: (layers + 1) // 2] if start is None else self.shared[(layers + 1) // 2:]
         windows = [window] * (layers - 1) + [lstm_window]
         initial = start if start is not None else outputs  # unread from zeros
         for a in range(0, layers, 2):
@@ -346,7 +503,7 @@ class FusedTft(FusedForecaster):
             lstm_kernel[(d // self.units, b)](
                 pre, pre_window, getattr(self, f"{name}{a}_w_hh"), getattr(self, f"{name}{top}_w_ih"),
                 getattr(self, f"{name}{top}_w_hh"), getattr(self, f"{name}{top}_b"), initial[a], initial[top],
-                lstm_window, self.cells[a], outputs[a], windows[a], outputs[top], windows[top], flags[a // 2], steps,
+                lstm_window, self.cells[a], outputs[a], windows[a], outputs[top], windows[top], shared[a // 2], steps,
                 b, D=d, UNITS=self.units, PAIR=pair, START=start is not None, num_warps=WARPS)
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
@@ -355,23 +512,23 @@ class FusedTft(FusedForecaster):
         self.check(x)
         b, t, f, d, hz = self.batch, self.window, self.features, self.d, self.horizons
         rows = b * t
-        # variable selection: each feature embedded, the selection's softmax weights, the features' networks
-        torch.sub(x, self.x_mean, out=self.xs)
-        self.xs.div_(self.x_scale)
-        torch.addcmul(self.embed_b, self.xs.unsqueeze(-1), self.embed_w, out=self.embedded.view(b, t, f, d))
-        linear(self.embedded, self.select_skip_w, self.select_skip_b, self.s_skip, block_n=16)
-        self._grn(self.embedded, "select", self.s1, self.s2, self.weights, skip=self.s_skip)
-        weights = torch.softmax(self.weights, dim=-1)
-        # the features' networks, a group each: feature i's embedding is columns i * d on of `embedded`
-        linear(self.embedded, self.feature_fc2_w, self.feature_fc2_b, self.f1[0], act=ELU, groups=(f, d, rows * d))
-        linear(self.f1[0], self.feature_fc1_w, self.feature_fc1_b, self.f2[0], groups=(f, rows * d, rows * d))
-        self._gate(self.f2[0], "feature", self.embedded, self.processed[0], groups=f, x_group=rows * d, skip_group=d,
-                   y_group=rows * d)
-        skip = self.skip.view(b, t + hz, d)
-        skip[:, :t].copy_((self.processed * weights.t().unsqueeze(-1)).sum(0).view(b, t, d))
+        # variable selection: the layers over the embeddings are folded through them (_through_embedding),
+        # which the features' gated skips still add
+        xs = self.xs.view(rows, f)
+        embed_kernel[(triton.cdiv(rows, BLOCK_M),)](x.contiguous(), self.x_mean, self.x_scale, self.embed_w,
+                                                    self.embed_b, xs, self.embedded, rows, F=f, D=d, BLOCK_M=BLOCK_M,
+                                                    num_warps=WARPS)
+        self._grn(xs, "select", self.s2, self.weights)
+        # the features' networks, a group each: feature i's value is column i of xs, its embedding (the
+        # network's skip) columns i * d on of `embedded`
+        self._grn(xs, "feature", self.f2[0], self.processed[0], skip=self.embedded, groups=f, x_group=1,
+                  skip_group=d, y_group=rows * d)
+        selection_kernel[(triton.cdiv(rows, BLOCK_M),)](
+            self.weights, self.processed, self.skip, rows, t, t + hz, F=f, D=d, BLOCK_M=BLOCK_M,
+            BLOCK_F=max(16, triton.next_power_of_2(f)), num_warps=WARPS)
         # the encoder from zeros, the decoder from its final states: each window's rows then its horizons'
         # rows of `lstm`, the other layers' outputs in `encoded` and `decoded`
-        self.flags.zero_()
+        self.shared.zero_()
         long, short = (t + hz) * d, hz * d  # a window's values in the buffers
         encoded = [*self.encoded[: self.lstm_layers - 1], self.lstm]
         self._layers("enc", t, self.skip, encoded, long, None)
@@ -379,7 +536,7 @@ class FusedTft(FusedForecaster):
                      [e[t - 1:] for e in encoded])
         # the gated skip over the LSTMs, enrichment, attention of the horizons, and the gates after it
         self._gate(self.lstm, "lstm_gate", self.skip, self.temporal)
-        self._grn(self.temporal, "enrich", self.e1, self.e2, self.enriched)
+        self._grn(self.temporal, "enrich", self.e2, self.enriched)
         linear(self.enriched, self.kv_w, self.kv_b, self.kv)
         self.enriched_last.view(b, hz, d).copy_(self.enriched.view(b, t + hz, d)[:, t:])
         self.temporal_last.view(b, hz, d).copy_(self.temporal.view(b, t + hz, d)[:, t:])
@@ -389,7 +546,7 @@ class FusedTft(FusedForecaster):
                                PRECISION=PRECISION, num_warps=WARPS)
         linear(self.attended_dh, self.out_w, self.out_b, self.attended)
         self._gate(self.attended, "attention_gate", self.enriched_last, self.gated)
-        self._grn(self.gated, "ff", self.g1, self.g2, self.ff)
+        self._grn(self.gated, "ff", self.g2, self.ff)
         self._gate(self.ff, "output_gate", self.temporal_last, self.last)
         linear(self.last, self.head_w, self.head_b, self.head_out, block_n=16)
         torch.mul(self.head_out.view(b, hz, self.quantiles), self.y_scale, out=self.out)
