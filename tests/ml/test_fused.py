@@ -80,14 +80,15 @@ def test_the_tft_s_encoder_runs_its_layers_in_pipelined_pairs_whatever_their_num
 
 def test_the_tft_s_lstm_programs_split_the_cells_so_that_a_call_s_programs_fit_half_the_multiprocessors(fused):
     """A window's programs wait for each other's h: all must be resident at once, so a call holds at most
-    half the GPU's multiprocessors (the H200's 132), the cells split among fewer programs as the batch
-    grows; past one program a window the kernel refuses, and the scorer serves the model unfused."""
+    half the GPU's multiprocessors (the H200's 132) in programs, a layer's cells split among fewer programs
+    as the batch grows; past one program a layer and window the kernel refuses, and the scorer serves the
+    model unfused."""
     from foxhunt.adapters.inference.fused.tft import cells_per_program
 
-    assert [cells_per_program(128, batch, 132) for batch in (1, 4, 5, 8, 16, 33, 66)] == [8, 8, 16, 16, 32, 64, 128]
-    assert cells_per_program(32, 3, 132) == 8 and cells_per_program(128, 4, None) == 128  # the interpreter: one
-    with pytest.raises(ValueError, match="at most 66 windows a call on this GPU, not 67"):
-        cells_per_program(128, 67, 132)
+    assert [cells_per_program(128, batch, 132) for batch in (1, 2, 4, 5, 8, 16, 33)] == [4, 8, 16, 32, 32, 64, 128]
+    assert cells_per_program(32, 3, 132) == 4 and cells_per_program(128, 4, None) == 128  # the interpreter: one
+    with pytest.raises(ValueError, match="at most 33 windows a call on this GPU, not 34"):
+        cells_per_program(128, 34, 132)
 
 
 @pytest.mark.parametrize("arch", FUSED)

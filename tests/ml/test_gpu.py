@@ -206,7 +206,8 @@ def test_the_tft_s_lstm_kernel_gives_the_same_bytes_over_many_calls(layers, batc
 
 def test_a_batch_the_tft_s_lstm_kernel_cannot_hold_resident_is_served_as_without_fuse_saying_why():
     """The TFT's LSTM kernel keeps a window's programs resident at once (they wait for each other): past
-    half the multiprocessors' worth of windows the scorer serves the model as without fuse, naming why."""
+    a quarter of the multiprocessors' worth of windows (each window's two layers in programs of their own)
+    the scorer serves the model as without fuse, naming why."""
     from foxhunt.adapters.inference.scorer import Scorer
     from foxhunt.models.configs import Shape, TrainConfig
     from foxhunt.models.forecaster import build
@@ -214,12 +215,12 @@ def test_a_batch_the_tft_s_lstm_kernel_cannot_hold_resident_is_served_as_without
     make_deterministic(1)
     shape = Shape(window=16, features=24, horizons=(1, 4, 16), quantiles=(0.1, 0.5, 0.9))
     model = build("tft", TrainConfig(models={"tft": {"hidden": 32}}).model("tft", "tiny"), shape, seed=3).eval()
-    half = torch.cuda.get_device_properties(0).multi_processor_count // 2
-    served = Scorer(model, 16, 24, torch.device("cuda"), batch=half + 1, fuse=True)
+    most = torch.cuda.get_device_properties(0).multi_processor_count // 2 // 2
+    served = Scorer(model, 16, 24, torch.device("cuda"), batch=most + 1, fuse=True)
     assert not served.fused
     assert served.unfused == (
-        f"the fused TFT's LSTM kernel runs at most {half} windows a call on this GPU, not {half + 1}")
-    assert Scorer(model, 16, 24, torch.device("cuda"), batch=half, fuse=True).fused
+        f"the fused TFT's LSTM kernel runs at most {most} windows a call on this GPU, not {most + 1}")
+    assert Scorer(model, 16, 24, torch.device("cuda"), batch=most, fuse=True).fused
 
 
 def fusable_store(tmp_path, arch: str):

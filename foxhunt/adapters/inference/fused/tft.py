@@ -1,19 +1,23 @@
 """The Temporal Fusion Transformer (models/tft.py) in Triton kernels.
 
-- Variable selection: the standardisation and the features' embeddings (`embed_kernel`); the layers that
-  read the embeddings folded through them at load (`_through_embedding`: the selection network reads a
-  row's 24 values, not its 3,072 embedded ones); each gated residual network one `grn_kernel` launch (the
-  features' as one group); the softmax and the weighted sum into the encoder's rows (`selection_kernel`).
-- The LSTMs: `lstm_kernel` runs two layers a launch, the second a step behind the first, so the
-  encoder's two layers over 64 steps are 65 dependent phases (cuDNN's persistent kernel runs the model's
-  one layer after the other, 128 steps at about 2.1 µs each on the H200). A window's cells are split
-  among programs (16 for the production preset's 128) that keep their rows of the weights in registers
-  and read each step's h from the others as it is published; the decoder's layers run the same way from
-  the encoder's final states, over the horizons.
+- Variable selection: the layers that read the features' embeddings folded through them at load
+  (`_through_embedding`: the selection network reads a row's 24 values, not its 3,072 embedded ones, and a
+  feature's network its one value, its embedding a layer of it); each gated residual network one
+  `grn_kernel` launch (the features' as one grid), standardising the window as it reads it; the softmax
+  and the weighted sum into the encoder's rows (`selection_kernel`).
+- The LSTMs: `lstm_kernel` runs two layers a launch, each in programs of its own, the second taking a step
+  as soon as the first has, so the encoder's two layers over 64 steps take about 65 dependent steps
+  (cuDNN's persistent kernel runs the model's one layer after the other, 128 steps at about 2.1 µs each
+  on the H200). A layer's cells are split among programs (32 for the production preset's 128) that keep
+  their rows of the weights in registers and read each step's h from the others as it is published; the
+  decoder's layers run the same way from the encoder's final states, over the horizons.
 - The gated skips (`gate_kernel`), the enrichment and position-wise networks (`grn_kernel`), the
   interpretable attention of the horizons over the window and the horizons before them
-  (`attention_kernel`, the heads' averaged weights over the shared values), and the projections and the
-  head in linear.py's kernel.
+  (`attention_kernel`, a head a program over the shared values, the heads' mean folded into the output
+  layer), and the projections and the head in linear.py's kernel.
+
+Tiles and warps as measured best on the H200 (docs/benchmarks.md, session 31); like linear.py's, fixed,
+since other ones give other bytes.
 """
 
 from __future__ import annotations
@@ -38,19 +42,20 @@ from foxhunt.models.forecaster import Forecaster
 
 
 def cells_per_program(d: int, batch: int, multiprocessors: int | None) -> int:
-    """The cells each program of lstm_kernel owns, for `batch` windows of `d` cells: 8, or more where a
-    call's programs would fill more than half the `multiprocessors` (a window's programs wait for each
-    other's h, so all must be resident at once; the scorer replays one model at a time); all d where there is
-    no GPU (None: Triton's interpreter, which runs the programs one after another). ValueError where even
-    one program a window is too many."""
+    """The cells each program of lstm_kernel owns, for `batch` windows of `d` cells a layer: 4, or more
+    where a call's programs (a window's two layers', 2 d / cells each) would outnumber half the
+    `multiprocessors` (a window's programs wait for each other's h, so all must be resident at once; the
+    scorer replays one model at a time); all d where there is no GPU (None: Triton's interpreter, which runs
+    the programs one after another). ValueError where even one program a layer and window is too many."""
     if multiprocessors is None:
         return d
     half = multiprocessors // 2
-    units = 8
-    while units < d and d // units * batch > half:
+    units = 4
+    while units < d and 2 * (d // units) * batch > half:
         units *= 2
-    if d // units * batch > half:
-        raise ValueError(f"the fused TFT's LSTM kernel runs at most {half} windows a call on this GPU, not {batch}")
+    if 2 * (d // units) * batch > half:
+        raise ValueError(
+            f"the fused TFT's LSTM kernel runs at most {half // 2} windows a call on this GPU, not {batch}")
     return units
 
 
@@ -80,20 +85,25 @@ def gate_kernel(x_ptr, w_ptr, b_ptr, skip_ptr, g_ptr, beta_ptr, y_ptr, rows, x_s
 
 
 @triton.jit
-def grn_kernel(x_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, wg_ptr, bg_ptr, skip_ptr, ws_ptr, bs_ptr, g_ptr, beta_ptr, h_ptr,
-               y_ptr, rows, x_stride, skip_stride, y_stride, eps, x_group, skip_group, y_group, K: tl.constexpr,
-               H: tl.constexpr, N: tl.constexpr, SKIP_LINEAR: tl.constexpr, BLOCK_M: tl.constexpr,
-               BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_G: tl.constexpr,
-               PRECISION: tl.constexpr):
+def grn_kernel(x_ptr, mean_ptr, scale_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, wg_ptr, bg_ptr, skip_ptr, ws_ptr, bs_ptr,
+               g_ptr, beta_ptr, h_ptr, y_ptr, rows, x_stride, skip_stride, y_stride, eps, x_group, skip_group, y_group,
+               K: tl.constexpr, H: tl.constexpr, N: tl.constexpr, STANDARDISE: tl.constexpr,
+               SKIP_LINEAR: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr,
+               BLOCK_N: tl.constexpr, BLOCK_G: tl.constexpr, PRECISION: tl.constexpr):
     """The TFT's gated residual network (layers.py's GatedResidualNetwork) in one kernel: y = LayerNorm(skip
     + GLU(W1 ELU(W2 x + b2) + b1)) for the rows r < rows; W2 [H, K], W1 [N, H], the GLU's [2N, N]. The
     hidden layer is made BLOCK_H columns at a time, each chunk ELU'd and multiplied into W1's sum at once;
     W1's output goes through `h` ([rows, N], the block's own rows) to the gated skip, which reads it back
     in chunks of BLOCK_G after a barrier. The skip: with SKIP_LINEAR the network's own layer x @ Ws.T + bs
-    (Ws [N, K]), else read from skip_ptr. Group program_id(1) as gate_kernel's, with h from rows x N values
-    on."""
+    (Ws [N, K]), else read from skip_ptr. With STANDARDISE x is the forecaster's input, standardised here
+    ((x - mean) / scale, column by column). Group program_id(1) as gate_kernel's, with its own Ws and bs
+    too, and h from rows x N values on."""
     group = tl.program_id(1)
     x_ptr += group * x_group
+    mean_ptr += group * x_group
+    scale_ptr += group * x_group
+    ws_ptr += group * N * K
+    bs_ptr += group * N
     w2_ptr += group * H * K
     b2_ptr += group * H
     w1_ptr += group * N * H
@@ -111,8 +121,7 @@ def grn_kernel(x_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, wg_ptr, bg_ptr, skip_ptr, 
         for k0 in range(0, K, BLOCK_K):
             ks = k0 + tl.arange(0, BLOCK_K)
             k_ok = ks < K
-            a = tl.load(x_ptr + r[:, None] * x_stride + ks[None, :], mask=row_ok[:, None] & k_ok[None, :],
-                        other=0.0)
+            a = _inputs(x_ptr, mean_ptr, scale_ptr, r, ks, row_ok, k_ok, x_stride, STANDARDISE)
             w = tl.load(w2_ptr + hs[:, None] * K + ks[None, :], mask=h_ok[:, None] & k_ok[None, :], other=0.0)
             hidden += tl.dot(a, tl.trans(w), input_precision=PRECISION)
         hidden += tl.load(b2_ptr + hs, mask=h_ok, other=0.0)[None, :]
@@ -127,8 +136,7 @@ def grn_kernel(x_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, wg_ptr, bg_ptr, skip_ptr, 
         for k0 in range(0, K, BLOCK_K):
             ks = k0 + tl.arange(0, BLOCK_K)
             k_ok = ks < K
-            a = tl.load(x_ptr + r[:, None] * x_stride + ks[None, :], mask=row_ok[:, None] & k_ok[None, :],
-                        other=0.0)
+            a = _inputs(x_ptr, mean_ptr, scale_ptr, r, ks, row_ok, k_ok, x_stride, STANDARDISE)
             w = tl.load(ws_ptr + cols[:, None] * K + ks[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
             skip += tl.dot(a, tl.trans(w), input_precision=PRECISION)
         skip += tl.load(bs_ptr + cols, mask=col_ok, other=0.0)[None, :]
@@ -139,6 +147,18 @@ def grn_kernel(x_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, wg_ptr, bg_ptr, skip_ptr, 
     _gate_add_norm(h_ptr, wg_ptr + group * 2 * N * N, bg_ptr + group * 2 * N, skip, g_ptr + group * N,
                    beta_ptr + group * N, y_ptr + group * y_group, r, row_ok, N, y_stride, eps, N, N, BLOCK_M, BLOCK_N,
                    BLOCK_G, PRECISION)
+
+
+@triton.jit
+def _inputs(x_ptr, mean_ptr, scale_ptr, r, ks, row_ok, k_ok, x_stride, STANDARDISE: tl.constexpr):
+    """x's rows r, columns ks ([BLOCK_M, BLOCK_K], zero outside), with STANDARDISE as the forecaster
+    standardises them (models/forecaster.py: (x - mean) / scale)."""
+    a = tl.load(x_ptr + r[:, None] * x_stride + ks[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+    if STANDARDISE:
+        mean = tl.load(mean_ptr + ks, mask=k_ok, other=0.0)
+        scale = tl.load(scale_ptr + ks, mask=k_ok, other=1.0)
+        a = tl.where(row_ok[:, None] & k_ok[None, :], (a - mean[None, :]) / scale[None, :], 0.0)
+    return a
 
 
 @triton.jit
@@ -174,22 +194,6 @@ def _gate_add_norm(x_ptr, w_ptr, b_ptr, skip, g_ptr, beta_ptr, y_ptr, r, row_ok,
 
 
 @triton.jit
-def embed_kernel(x_ptr, mean_ptr, scale_ptr, e_ptr, b_ptr, xs_ptr, embedded_ptr, rows, F: tl.constexpr,
-                 D: tl.constexpr, BLOCK_M: tl.constexpr):
-    """The forecaster's standardisation and the TFT's embedding of each feature (models/tft.py's
-    VariableSelection), for the rows r < rows: xs[r, i] = (x[r, i] - mean[i]) / scale[i] [rows, F], and
-    embedded[r, i D:(i + 1) D] = xs[r, i] * e[i] + b[i] [rows, F D]."""
-    r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = r < rows
-    ds = tl.arange(0, D)
-    for i in range(F):
-        xs = (tl.load(x_ptr + r * F + i, mask=row_ok, other=0.0) - tl.load(mean_ptr + i)) / tl.load(scale_ptr + i)
-        tl.store(xs_ptr + r * F + i, xs, mask=row_ok)
-        embedded = xs[:, None] * tl.load(e_ptr + i * D + ds)[None, :] + tl.load(b_ptr + i * D + ds)[None, :]
-        tl.store(embedded_ptr + (r * F + i)[:, None] * D + ds[None, :], embedded, mask=row_ok[:, None])
-
-
-@triton.jit
 def selection_kernel(logits_ptr, processed_ptr, y_ptr, rows, window, y_window, F: tl.constexpr, D: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_F: tl.constexpr):
     """The variable selection's sum (models/tft.py's VariableSelection): for the rows r < rows (window r //
@@ -222,20 +226,22 @@ def _tanh(x):
 @triton.jit
 def lstm_kernel(pre_ptr, pre_window, w_hh_a_ptr, w_ih_b_ptr, w_hh_b_ptr, b_b_ptr, h0_a_ptr, h0_b_ptr, h0_window,
                 c_ptr, h_a_ptr, h_a_window, h_b_ptr, h_b_window, shared_ptr, STEPS, WINDOWS, D: tl.constexpr,
-                UNITS: tl.constexpr, PAIR: tl.constexpr, START: tl.constexpr):
-    """An LSTM layer a (nn.LSTM's gates i, f, g, o) over STEPS steps, and with PAIR the layer b on top of it,
-    pipelined: in phase s layer a takes step s and layer b step s - 1, so two layers take STEPS + 1
-    dependent phases where one after the other they take 2 x STEPS (as cuDNN runs the model's).
+                UNITS: tl.constexpr, START: tl.constexpr):
+    """An LSTM layer a (nn.LSTM's gates i, f, g, o) over STEPS steps and, where the grid has the programs
+    for it, the layer b on top of it, pipelined: layer b takes step t as soon as layer a has, so two layers
+    take about STEPS + 1 dependent steps where one after the other they take 2 x STEPS (as cuDNN runs the
+    model's).
 
-    Window program_id(1); its program program_id(0) owns the cells p * UNITS to (p + 1) * UNITS - 1 of both
-    layers: their rows of the recurrent weights stay in its registers for the whole window, their c too.
-    The h of a step goes to the window's other programs through `shared_ptr` ([2, WINDOWS, STEPS, D] int64,
-    layer a's then b's, zero at the launch): each value as a 64-bit word, its float's bits in the low half
-    and 1 in the high half, which a single store writes and a single load reads whole. A program that needs a
-    step's h reads the step's D words until none is zero (`_published`): one trip to L2 where the step is
-    done, no flags and no fences, and a program runs ahead of the others as far as its inputs allow. Every
-    value is computed by one program in one order, so the same bytes every call. All the programs of a
-    window must be resident at once (cells_per_program).
+    Window program_id(1). Its programs own UNITS cells each, program p of the first D // UNITS the cells
+    p * UNITS to (p + 1) * UNITS - 1 of layer a, of the next D // UNITS those of layer b (_layer). A
+    program's rows of the weights stay in its registers for the whole window, its cells' c too. The h of a
+    step goes to the window's other programs through `shared_ptr` ([2, WINDOWS, STEPS, D] int64, layer a's
+    then b's, zero at the launch): each value as a 64-bit word, its float's bits in the low half and 1 in
+    the high half, which a single store writes and a single load reads whole. A program that needs a step's
+    h reads the step's D words until none is zero (`_published`): one trip to L2 where the step is done, no
+    flags and no fences, and a program runs ahead of the others as far as its inputs allow. Every value is
+    computed by one program in one order, so the same bytes every call. All the programs of a window must
+    be resident at once (cells_per_program).
 
     pre: layer a's input projection with both its biases, [4D] for step t at pre_ptr + window * pre_window
     + t * 4D (pre_window 0: the same for every window). h_a, h_b: the layers' outputs, step t at h_ptr +
@@ -245,65 +251,62 @@ def lstm_kernel(pre_ptr, pre_window, w_hh_a_ptr, w_ih_b_ptr, w_hh_b_ptr, b_b_ptr
     p = tl.program_id(0)
     w = tl.program_id(1)
     ks = tl.arange(0, D)
-    us = p * UNITS + tl.arange(0, UNITS)
+    us = (p % (D // UNITS)) * UNITS + tl.arange(0, UNITS)
     at = us[:, None] * D + ks[None, :]
-    a_i, a_f = tl.load(w_hh_a_ptr + at), tl.load(w_hh_a_ptr + D * D + at)
-    a_g, a_o = tl.load(w_hh_a_ptr + 2 * D * D + at), tl.load(w_hh_a_ptr + 3 * D * D + at)
-    if PAIR:
-        x_i, x_f = tl.load(w_ih_b_ptr + at), tl.load(w_ih_b_ptr + D * D + at)
-        x_g, x_o = tl.load(w_ih_b_ptr + 2 * D * D + at), tl.load(w_ih_b_ptr + 3 * D * D + at)
-        r_i, r_f = tl.load(w_hh_b_ptr + at), tl.load(w_hh_b_ptr + D * D + at)
-        r_g, r_o = tl.load(w_hh_b_ptr + 2 * D * D + at), tl.load(w_hh_b_ptr + 3 * D * D + at)
-        b_i, b_f = tl.load(b_b_ptr + us), tl.load(b_b_ptr + D + us)
-        b_g, b_o = tl.load(b_b_ptr + 2 * D + us), tl.load(b_b_ptr + 3 * D + us)
-    pre_ptr += w * pre_window
-    h_a_ptr += w * h_a_window
-    h_b_ptr += w * h_b_window
-    h0_a_ptr += w * h0_window
-    h0_b_ptr += w * h0_window
-    c_a_ptr = c_ptr + w * D + us
-    c_b_ptr = c_ptr + (WINDOWS + w) * D + us
     shared_a = shared_ptr + w * STEPS * D
-    shared_b = shared_ptr + (WINDOWS + w) * STEPS * D
-    c_a = tl.zeros([UNITS], dtype=tl.float32)
-    c_b = tl.zeros([UNITS], dtype=tl.float32)
+    if p < D // UNITS:
+        _layer(pre_ptr + w * pre_window, 4 * D, pre_ptr, w_hh_a_ptr, w_hh_a_ptr, h0_a_ptr + w * h0_window,
+               c_ptr + w * D + us, h_a_ptr + w * h_a_window, shared_a, STEPS, us, ks, at, D, UNITS, START, False)
+    else:
+        _layer(shared_a, D, b_b_ptr, w_ih_b_ptr, w_hh_b_ptr, h0_b_ptr + w * h0_window, c_ptr + (WINDOWS + w) * D + us,
+               h_b_ptr + w * h_b_window, shared_ptr + (WINDOWS + w) * STEPS * D, STEPS, us, ks, at, D, UNITS, START,
+               True)
+
+
+@triton.jit
+def _layer(x_ptr, x_step, b_ptr, w_ih_ptr, w_hh_ptr, h0_ptr, c_ptr, h_ptr, shared, STEPS, us, ks, at, D: tl.constexpr,
+           UNITS: tl.constexpr, START: tl.constexpr, PROJECT: tl.constexpr):
+    """One program's cells `us` of an LSTM layer over STEPS steps (lstm_kernel's). Its input: with
+    PROJECT the h of the layer below as it publishes it (_tagged, step t at x_ptr + t * x_step), projected
+    here through w_ih with the biases b; without, already projected with its biases ([4D] for step t at x_ptr
+    + t * x_step; b and w_ih unread)."""
+    r_i, r_f = tl.load(w_hh_ptr + at), tl.load(w_hh_ptr + D * D + at)
+    r_g, r_o = tl.load(w_hh_ptr + 2 * D * D + at), tl.load(w_hh_ptr + 3 * D * D + at)
+    if PROJECT:
+        x_i, x_f = tl.load(w_ih_ptr + at), tl.load(w_ih_ptr + D * D + at)
+        x_g, x_o = tl.load(w_ih_ptr + 2 * D * D + at), tl.load(w_ih_ptr + 3 * D * D + at)
+        b_i, b_f = tl.load(b_ptr + us), tl.load(b_ptr + D + us)
+        b_g, b_o = tl.load(b_ptr + 2 * D + us), tl.load(b_ptr + 3 * D + us)
+    c = tl.zeros([UNITS], dtype=tl.float32)
     if START:
-        c_a = tl.load(c_a_ptr)
-        if PAIR:
-            c_b = tl.load(c_b_ptr)
-    for s in range(STEPS + PAIR):
-        below = _published(shared_a + (s - 1) * D + ks, s > 0)  # layer a's h of step s - 1
+        c = tl.load(c_ptr)
+    for s in range(STEPS):
+        if PROJECT:
+            x = _published(x_ptr + s * x_step + ks, s >= 0)[None, :]
+            gi, gf = b_i + tl.sum(x_i * x, axis=1), b_f + tl.sum(x_f * x, axis=1)
+            gg, go = b_g + tl.sum(x_g * x, axis=1), b_o + tl.sum(x_o * x, axis=1)
+        else:
+            pre = x_ptr + s * x_step + us
+            gi, gf, gg, go = tl.load(pre), tl.load(pre + D), tl.load(pre + 2 * D), tl.load(pre + 3 * D)
+        h = _published(shared + (s - 1) * D + ks, s > 0)
         if START:
-            below = tl.where(s > 0, below, tl.load(h0_a_ptr + ks))
-        if s < STEPS:
-            h = below[None, :]
-            pre = pre_ptr + s * 4 * D + us
-            gi = tl.load(pre) + tl.sum(a_i * h, axis=1)
-            gf = tl.load(pre + D) + tl.sum(a_f * h, axis=1)
-            gg = tl.load(pre + 2 * D) + tl.sum(a_g * h, axis=1)
-            go = tl.load(pre + 3 * D) + tl.sum(a_o * h, axis=1)
-            c_a = tl.sigmoid(gf) * c_a + tl.sigmoid(gi) * _tanh(gg)
-            out = tl.sigmoid(go) * _tanh(c_a)
-            tl.store(h_a_ptr + s * D + us, out)
-            tl.store(shared_a + s * D + us, _tagged(out))
-        if PAIR:
-            if s > 0:
-                x = below[None, :]
-                h = _published(shared_b + (s - 2) * D + ks, s > 1)
-                if START:
-                    h = tl.where(s > 1, h, tl.load(h0_b_ptr + ks))
-                h = h[None, :]
-                gi = b_i + tl.sum(x_i * x + r_i * h, axis=1)
-                gf = b_f + tl.sum(x_f * x + r_f * h, axis=1)
-                gg = b_g + tl.sum(x_g * x + r_g * h, axis=1)
-                go = b_o + tl.sum(x_o * x + r_o * h, axis=1)
-                c_b = tl.sigmoid(gf) * c_b + tl.sigmoid(gi) * _tanh(gg)
-                out = tl.sigmoid(go) * _tanh(c_b)
-                tl.store(h_b_ptr + (s - 1) * D + us, out)
-                tl.store(shared_b + (s - 1) * D + us, _tagged(out))
-    tl.store(c_a_ptr, c_a)
-    if PAIR:
-        tl.store(c_b_ptr, c_b)
+            h = tl.where(s > 0, h, tl.load(h0_ptr + ks))
+        out, c = _cell(gi, gf, gg, go, r_i, r_f, r_g, r_o, h[None, :], c)
+        tl.store(h_ptr + s * D + us, out)
+        tl.store(shared + s * D + us, _tagged(out))
+    tl.store(c_ptr, c)
+
+
+@triton.jit
+def _cell(gi, gf, gg, go, r_i, r_f, r_g, r_o, h, c):
+    """An LSTM cell's step (nn.LSTM's): the gates' input parts gi, gf, gg, go plus the recurrent weights'
+    rows times the previous h ([1, D]); the new h and c."""
+    gi += tl.sum(r_i * h, axis=1)
+    gf += tl.sum(r_f * h, axis=1)
+    gg += tl.sum(r_g * h, axis=1)
+    go += tl.sum(r_o * h, axis=1)
+    c = tl.sigmoid(gf) * c + tl.sigmoid(gi) * _tanh(gg)
+    return tl.sigmoid(go) * _tanh(c), c
 
 
 @triton.jit
@@ -327,11 +330,14 @@ def _published(words, stepped):
 @triton.jit
 def attention_kernel(q_ptr, kv_ptr, o_ptr, window, horizons, sqrt_dh, HEADS: tl.constexpr, D: tl.constexpr,
                      DH: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_T: tl.constexpr, PRECISION: tl.constexpr):
-    """The TFT's interpretable attention for one window (program id 0): its horizons' queries q [horizons,
-    D] over its window + horizons keys and shared values kv [window + horizons, D + DH] (keys, then values),
-    horizon j seeing the window and horizons 0..j; the heads' weights averaged over the shared values, into
-    o [horizons, DH] (layers.py's Attention with shared_values)."""
+    """The TFT's interpretable attention (layers.py's Attention with shared_values), a window (program id
+    0) and head h (program id 1) a program: the window's horizons' queries q [horizons, D] (head h's DH
+    columns) over its window + horizons keys and shared values kv [window + horizons, D + DH] (keys, then
+    values), horizon j seeing the window and horizons 0..j; the head's weights times the values into o
+    [horizons, HEADS DH], columns h DH on. The heads' mean is left to the output layer, whose weights are
+    tiled over the heads and divided by HEADS (FusedTft)."""
     w = tl.program_id(0)
+    h = tl.program_id(1)
     keys = window + horizons
     qs = tl.arange(0, BLOCK_Q)
     ts = tl.arange(0, BLOCK_T)
@@ -341,16 +347,14 @@ def attention_kernel(q_ptr, kv_ptr, o_ptr, window, horizons, sqrt_dh, HEADS: tl.
     seen = t_ok[None, :] & ((ts[None, :] < window) | (ts[None, :] - window <= qs[:, None]))
     kv_row = (w * keys + ts)[:, None] * (D + DH)
     v = tl.load(kv_ptr + kv_row + D + ds[None, :], mask=t_ok[:, None], other=0.0)
-    out = tl.zeros([BLOCK_Q, DH], dtype=tl.float32)
-    for h in tl.static_range(HEADS):
-        q = tl.load(q_ptr + (w * horizons + qs)[:, None] * D + h * DH + ds[None, :], mask=q_ok[:, None], other=0.0)
-        k = tl.load(kv_ptr + kv_row + h * DH + ds[None, :], mask=t_ok[:, None], other=0.0)
-        s = tl.dot(q, tl.trans(k), input_precision=PRECISION) / sqrt_dh
-        s = tl.where(seen, s, float("-inf"))
-        p = tl.exp(s - tl.max(s, axis=1)[:, None])
-        p = p / tl.sum(p, axis=1)[:, None]
-        out += tl.dot(p, v, input_precision=PRECISION)
-    tl.store(o_ptr + (w * horizons + qs)[:, None] * DH + ds[None, :], out / HEADS, mask=q_ok[:, None])
+    q = tl.load(q_ptr + (w * horizons + qs)[:, None] * D + h * DH + ds[None, :], mask=q_ok[:, None], other=0.0)
+    k = tl.load(kv_ptr + kv_row + h * DH + ds[None, :], mask=t_ok[:, None], other=0.0)
+    s = tl.dot(q, tl.trans(k), input_precision=PRECISION) / sqrt_dh
+    s = tl.where(seen, s, float("-inf"))
+    p = tl.exp(s - tl.max(s, axis=1)[:, None])
+    p = p / tl.sum(p, axis=1)[:, None]
+    out = tl.dot(p, v, input_precision=PRECISION)
+    tl.store(o_ptr + (w * horizons + qs)[:, None] * (HEADS * DH) + h * DH + ds[None, :], out, mask=q_ok[:, None])
 
 
 def _grn(grn: nn.Module) -> dict[str, torch.Tensor]:
@@ -369,8 +373,8 @@ def _through_embedding(p: dict[str, torch.Tensor], f: int, d: int) -> dict[str, 
     embeddings (in feature-major order, d values each) is a layer over the f standardised features:
     W'[:, i] = W[:, i d:(i + 1) d] @ E[i], b' = b + sum_i W[:, i d:(i + 1) d] @ B[i]. The selection
     network's first layer and skip read f x d values a row where these read f, and each feature's network's
-    first layer reads one value. Summed in float64, then rounded: within float32 rounding of the model's
-    order, not its bits."""
+    first layer reads one value, its skip (the embedding) a layer of that value. Summed in float64, then
+    rounded: within float32 rounding of the model's order, not its bits."""
     e, bias = p["embed_w"].double(), p["embed_b"].double()
 
     def folded(w: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -384,7 +388,9 @@ def _through_embedding(p: dict[str, torch.Tensor], f: int, d: int) -> dict[str, 
     feature_w = torch.einsum("ihj,ij->ih", w, e).float().unsqueeze(-1)  # [f, d, 1]: one input each
     feature_b = (b + torch.einsum("ihj,ij->ih", w, bias)).float()
     return {"select_fc2_w": select_fc2[0], "select_fc2_b": select_fc2[1], "select_skip_w": select_skip[0],
-            "select_skip_b": select_skip[1], "feature_fc2_w": feature_w, "feature_fc2_b": feature_b}
+            "select_skip_b": select_skip[1], "feature_fc2_w": feature_w, "feature_fc2_b": feature_b,
+            # a feature's network adds its input, the embedding, as the skip: a layer of its one value
+            "feature_skip_w": p["embed_w"].unsqueeze(-1), "feature_skip_b": p["embed_b"]}
 
 
 def _gate(gate: nn.Module) -> dict[str, torch.Tensor]:
@@ -429,19 +435,22 @@ class FusedTft(FusedForecaster):
         for name, grn in (("enrich", net.enrichment), ("ff", net.feed_forward)):
             p |= {f"{name}_{k}": v for k, v in _grn(grn).items()}
         a = net.attention
+        # the output layer of the heads' mean: its weights divided by the heads, once for each head's output
+        # (attention_kernel's), exact where the heads are a power of 2
         p |= {"q_w": a.q.weight, "q_b": a.q.bias, "kv_w": torch.cat([a.k.weight, a.v.weight]),
-              "kv_b": torch.cat([a.k.bias, a.v.bias]), "out_w": a.out.weight, "out_b": a.out.bias}
+              "kv_b": torch.cat([a.k.bias, a.v.bias]), "out_w": torch.cat([a.out.weight / self.heads] * self.heads, 1),
+              "out_b": a.out.bias}
         rows, long, short, f = batch * self.window, batch * (self.window + self.horizons), batch * self.horizons, \
             self.features
-        self.keep(p, {"xs": (batch, self.window, f), "embedded": (rows, f * d), "s2": (rows, f),
+        self.keep(p, {"s2": (rows, f),
                       "weights": (rows, f), "f2": (f, rows, d),
                       "processed": (f, rows, d), "skip": (long, d), "lstm": (long, d), "pre": (long, 4 * d),
                       "encoded": (max(layers - 1, 1), long, d), "decoded": (max(layers - 1, 1), short, d),
                       "cells": (layers, batch, d),
                       "temporal": (long, d), "e2": (long, d), "enriched": (long, d),
                       "kv": (long, d + self.dh), "enriched_last": (short, d), "temporal_last": (short, d),
-                      "q": (short, d), "attended_dh": (short, self.dh), "attended": (short, d), "gated": (short, d),
-                      "g2": (short, d), "ff": (short, d), "last": (short, d),
+                      "q": (short, d), "attended_dh": (short, self.heads * self.dh), "attended": (short, d),
+                      "gated": (short, d), "g2": (short, d), "ff": (short, d), "last": (short, d),
                       "head_out": (short, self.quantiles), "out": (batch, self.horizons, self.quantiles)})
         # what lstm_kernel's programs share, for each launch (a pair of layers, the encoder's then the
         # decoder's), zeroed before a call
@@ -459,13 +468,15 @@ class FusedTft(FusedForecaster):
             x, w, getattr(self, f"{name}_glu_b"), skip, getattr(self, f"{name}_norm_g"),
             getattr(self, f"{name}_norm_b"), y, x.shape[0], x.stride(0), skip.stride(0), y.stride(0), LAYER_NORM_EPS,
             x_group, skip_group, y_group, N=n, K=k, BLOCK_M=BLOCK_M, BLOCK_N=max(16, triton.next_power_of_2(n)),
-            BLOCK_K=32, PRECISION=PRECISION, num_warps=WARPS)
+            BLOCK_K=64, PRECISION=PRECISION, num_warps=8)
 
     def _grn(self, a: torch.Tensor, name: str, h: torch.Tensor, y: torch.Tensor, *, skip: torch.Tensor | None = None,
-             groups: int = 1, x_group: int = 0, skip_group: int = 0, y_group: int = 0) -> None:
+             standardise: bool = False, groups: int = 1, x_group: int = 0, skip_group: int = 0,
+             y_group: int = 0) -> None:
         """y = the gated residual network `name` of a's rows (grn_kernel), its skip the network's own layer
-        where it has one (`name`_skip_w), else `skip` or a itself; h [rows, N] a group holds its output
-        layer's values. Groups as _gate's."""
+        where it has one (`name`_skip_w), else `skip` or a itself; with `standardise` a is the forecaster's
+        input, standardised in the kernel. h [rows, N] a group holds its output layer's values. Groups as
+        _gate's."""
         w2, w1 = getattr(self, f"{name}_fc2_w"), getattr(self, f"{name}_fc1_w")
         (hidden, k), n = w2.shape[-2:], w1.shape[-2]
         own = hasattr(self, f"{name}_skip_w")  # the network's own skip layer, made in the kernel
@@ -474,11 +485,11 @@ class FusedTft(FusedForecaster):
         p = {k: getattr(self, f"{name}_{k}") for k in ("fc2_b", "fc1_b", "glu_w", "glu_b", "norm_g", "norm_b")}
         p |= {k: getattr(self, f"{name}_{k}", w2) for k in ("skip_w", "skip_b")}  # w2: unread, where none
         grn_kernel[(triton.cdiv(a.shape[0], BLOCK_M), groups)](
-            a, w2, p["fc2_b"], w1, p["fc1_b"], p["glu_w"], p["glu_b"], skip, p["skip_w"], p["skip_b"], p["norm_g"],
-            p["norm_b"], h, y, a.shape[0], a.stride(0), skip.stride(0), y.stride(0), LAYER_NORM_EPS, x_group,
-            skip_group, y_group, K=k, H=hidden, N=n,
-            SKIP_LINEAR=own, BLOCK_M=BLOCK_M, BLOCK_K=max(16, min(32, triton.next_power_of_2(k))), BLOCK_H=32,
-            BLOCK_N=block_n, BLOCK_G=min(32, block_n), PRECISION=PRECISION, num_warps=WARPS)
+            a, self.x_mean, self.x_scale, w2, p["fc2_b"], w1, p["fc1_b"], p["glu_w"], p["glu_b"], skip, p["skip_w"],
+            p["skip_b"], p["norm_g"], p["norm_b"], h, y, a.shape[0], a.stride(0), skip.stride(0), y.stride(0),
+            LAYER_NORM_EPS, x_group, skip_group, y_group, K=k, H=hidden, N=n, STANDARDISE=standardise,
+            SKIP_LINEAR=own, BLOCK_M=BLOCK_M, BLOCK_K=max(16, min(128, triton.next_power_of_2(k))), BLOCK_H=64,
+            BLOCK_N=block_n, BLOCK_G=min(32, block_n), PRECISION=PRECISION, num_warps=8)
 
     def _layers(self, name: str, steps: int, rows: torch.Tensor | None, outputs: list[torch.Tensor], window: int,
                 start: list[torch.Tensor] | None) -> None:
@@ -500,11 +511,11 @@ class FusedTft(FusedForecaster):
                 linear(rows if a == 0 else outputs[a - 1], getattr(self, f"{name}{a}_w_ih"),
                        getattr(self, f"{name}{a}_b"), self.pre)
                 pre, pre_window = self.pre, 4 * window
-            lstm_kernel[(d // self.units, b)](
+            lstm_kernel[(d // self.units * (2 if pair else 1), b)](
                 pre, pre_window, getattr(self, f"{name}{a}_w_hh"), getattr(self, f"{name}{top}_w_ih"),
                 getattr(self, f"{name}{top}_w_hh"), getattr(self, f"{name}{top}_b"), initial[a], initial[top],
                 lstm_window, self.cells[a], outputs[a], windows[a], outputs[top], windows[top], shared[a // 2], steps,
-                b, D=d, UNITS=self.units, PAIR=pair, START=start is not None, num_warps=WARPS)
+                b, D=d, UNITS=self.units, START=start is not None, num_warps=WARPS)
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
         """x float32 [batch, window, features] -> forecasts [batch, horizons, quantiles] in log returns: a
@@ -513,16 +524,12 @@ class FusedTft(FusedForecaster):
         b, t, f, d, hz = self.batch, self.window, self.features, self.d, self.horizons
         rows = b * t
         # variable selection: the layers over the embeddings are folded through them (_through_embedding),
-        # which the features' gated skips still add
-        xs = self.xs.view(rows, f)
-        embed_kernel[(triton.cdiv(rows, BLOCK_M),)](x.contiguous(), self.x_mean, self.x_scale, self.embed_w,
-                                                    self.embed_b, xs, self.embedded, rows, F=f, D=d, BLOCK_M=BLOCK_M,
-                                                    num_warps=WARPS)
-        self._grn(xs, "select", self.s2, self.weights)
-        # the features' networks, a group each: feature i's value is column i of xs, its embedding (the
-        # network's skip) columns i * d on of `embedded`
-        self._grn(xs, "feature", self.f2[0], self.processed[0], skip=self.embedded, groups=f, x_group=1,
-                  skip_group=d, y_group=rows * d)
+        # each network reading the window's values and standardising them
+        x = x.contiguous().view(rows, f)
+        self._grn(x, "select", self.s2, self.weights, standardise=True)
+        # the features' networks, a group each: feature i's value is column i of x
+        self._grn(x, "feature", self.f2[0], self.processed[0], standardise=True, groups=f, x_group=1,
+                  y_group=rows * d)
         selection_kernel[(triton.cdiv(rows, BLOCK_M),)](
             self.weights, self.processed, self.skip, rows, t, t + hz, F=f, D=d, BLOCK_M=BLOCK_M,
             BLOCK_F=max(16, triton.next_power_of_2(f)), num_warps=WARPS)
@@ -541,9 +548,10 @@ class FusedTft(FusedForecaster):
         self.enriched_last.view(b, hz, d).copy_(self.enriched.view(b, t + hz, d)[:, t:])
         self.temporal_last.view(b, hz, d).copy_(self.temporal.view(b, t + hz, d)[:, t:])
         linear(self.enriched_last, self.q_w, self.q_b, self.q)
-        attention_kernel[(b,)](self.q, self.kv, self.attended_dh, t, hz, math.sqrt(self.dh), HEADS=self.heads, D=d,
-                               DH=self.dh, BLOCK_Q=16, BLOCK_T=max(16, triton.next_power_of_2(t + hz)),
-                               PRECISION=PRECISION, num_warps=WARPS)
+        attention_kernel[(b, self.heads)](self.q, self.kv, self.attended_dh, t, hz, math.sqrt(self.dh),
+                                          HEADS=self.heads, D=d, DH=self.dh, BLOCK_Q=16,
+                                          BLOCK_T=max(16, triton.next_power_of_2(t + hz)), PRECISION=PRECISION,
+                                          num_warps=WARPS)
         linear(self.attended_dh, self.out_w, self.out_b, self.attended)
         self._gate(self.attended, "attention_gate", self.enriched_last, self.gated)
         self._grn(self.gated, "ff", self.g2, self.ff)
