@@ -68,36 +68,33 @@ def unfusable(model: Forecaster) -> str | None:
 
 @triton.jit
 def gate_kernel(x_ptr, w_ptr, b_ptr, skip_ptr, g_ptr, beta_ptr, y_ptr, rows, x_stride, skip_stride, y_stride,
-                eps, x_group, skip_group, y_group, N: tl.constexpr, K: tl.constexpr, BLOCK_M: tl.constexpr,
-                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):
+                eps, N: tl.constexpr, K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):
     """The TFT's gated skip (layers.py's GateAddNorm): y = LayerNorm(skip + GLU(x @ w.T + b)) for the rows r
     < rows, w [2N, K] (GLU: the first N columns times the sigmoid of the last N), all N columns of a row in
-    one block. Group program_id(1) reads x, skip and writes y from x_group, skip_group and y_group values
-    on, with its own w, b and the LayerNorm's g and beta."""
-    group = tl.program_id(1)
+    one block."""
     r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     inside = (r < rows)[:, None] & (cols < N)[None, :]
-    skip = tl.load(skip_ptr + group * skip_group + r[:, None] * skip_stride + cols[None, :], mask=inside, other=0.0)
-    _gate_add_norm(x_ptr + group * x_group, w_ptr + group * 2 * N * K, b_ptr + group * 2 * N, skip,
-                   g_ptr + group * N, beta_ptr + group * N, y_ptr + group * y_group, r, r < rows, x_stride, y_stride,
-                   eps, N, K, BLOCK_M, BLOCK_N, BLOCK_K, PRECISION)
+    skip = tl.load(skip_ptr + r[:, None] * skip_stride + cols[None, :], mask=inside, other=0.0)
+    _gate_add_norm(x_ptr, w_ptr, b_ptr, skip, g_ptr, beta_ptr, y_ptr, r, r < rows, x_stride, y_stride, eps, N, K,
+                   BLOCK_M, BLOCK_N, BLOCK_K, PRECISION)
 
 
 @triton.jit
-def grn_kernel(x_ptr, mean_ptr, scale_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, wg_ptr, bg_ptr, skip_ptr, ws_ptr, bs_ptr,
-               g_ptr, beta_ptr, h_ptr, y_ptr, rows, x_stride, skip_stride, y_stride, eps, x_group, skip_group, y_group,
-               K: tl.constexpr, H: tl.constexpr, N: tl.constexpr, STANDARDISE: tl.constexpr,
-               SKIP_LINEAR: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr,
-               BLOCK_N: tl.constexpr, BLOCK_G: tl.constexpr, PRECISION: tl.constexpr):
+def grn_kernel(x_ptr, mean_ptr, scale_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, wg_ptr, bg_ptr, ws_ptr, bs_ptr, g_ptr,
+               beta_ptr, h_ptr, y_ptr, rows, x_stride, y_stride, eps, x_group, y_group, K: tl.constexpr,
+               H: tl.constexpr, N: tl.constexpr, STANDARDISE: tl.constexpr, SKIP_LINEAR: tl.constexpr,
+               BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
+               BLOCK_G: tl.constexpr, PRECISION: tl.constexpr):
     """The TFT's gated residual network (layers.py's GatedResidualNetwork) in one kernel: y = LayerNorm(skip
     + GLU(W1 ELU(W2 x + b2) + b1)) for the rows r < rows; W2 [H, K], W1 [N, H], the GLU's [2N, N]. The
     hidden layer is made BLOCK_H columns at a time, each chunk ELU'd and multiplied into W1's sum at once;
     W1's output goes through `h` ([rows, N], the block's own rows) to the gated skip, which reads it back
     in chunks of BLOCK_G after a barrier. The skip: with SKIP_LINEAR the network's own layer x @ Ws.T + bs
-    (Ws [N, K]), else read from skip_ptr. With STANDARDISE x is the forecaster's input, standardised here
-    ((x - mean) / scale, column by column). Group program_id(1) as gate_kernel's, with its own Ws and bs
-    too, and h from rows x N values on."""
+    (Ws [N, K]), else x itself (K = N). With STANDARDISE x is the forecaster's input, standardised here
+    ((x - mean) / scale, column by column). Group program_id(1) reads x from x_group values on and writes
+    y from y_group values on, with its own parameters, and h from rows x N values on."""
     group = tl.program_id(1)
     x_ptr += group * x_group
     mean_ptr += group * x_group
@@ -141,8 +138,7 @@ def grn_kernel(x_ptr, mean_ptr, scale_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, wg_pt
             skip += tl.dot(a, tl.trans(w), input_precision=PRECISION)
         skip += tl.load(bs_ptr + cols, mask=col_ok, other=0.0)[None, :]
     else:
-        skip = tl.load(skip_ptr + group * skip_group + r[:, None] * skip_stride + cols[None, :], mask=inside,
-                       other=0.0)
+        skip = _inputs(x_ptr, mean_ptr, scale_ptr, r, cols, row_ok, col_ok, x_stride, STANDARDISE)
     tl.debug_barrier()  # the block's rows of h, all its threads', before they are read back
     _gate_add_norm(h_ptr, wg_ptr + group * 2 * N * N, bg_ptr + group * 2 * N, skip, g_ptr + group * N,
                    beta_ptr + group * N, y_ptr + group * y_group, r, row_ok, N, y_stride, eps, N, N, BLOCK_M, BLOCK_N,
@@ -459,35 +455,33 @@ class FusedTft(FusedForecaster):
         with torch.no_grad():  # the decoder's inputs, one learned row a horizon, after each window's rows
             self.skip.view(batch, -1, d)[:, self.window:] = self.future
 
-    def _gate(self, x: torch.Tensor, name: str, skip: torch.Tensor, y: torch.Tensor, *, groups: int = 1,
-              x_group: int = 0, skip_group: int = 0, y_group: int = 0) -> None:
+    def _gate(self, x: torch.Tensor, name: str, skip: torch.Tensor, y: torch.Tensor) -> None:
         """y = LayerNorm(skip + GLU(x)) with the gated skip `name`'s parameters (gate_kernel)."""
         w = getattr(self, f"{name}_glu_w")
         n, k = w.shape[-2] // 2, w.shape[-1]
-        gate_kernel[(triton.cdiv(x.shape[0], BLOCK_M), groups)](
+        gate_kernel[(triton.cdiv(x.shape[0], BLOCK_M),)](
             x, w, getattr(self, f"{name}_glu_b"), skip, getattr(self, f"{name}_norm_g"),
             getattr(self, f"{name}_norm_b"), y, x.shape[0], x.stride(0), skip.stride(0), y.stride(0), LAYER_NORM_EPS,
-            x_group, skip_group, y_group, N=n, K=k, BLOCK_M=BLOCK_M, BLOCK_N=max(16, triton.next_power_of_2(n)),
-            BLOCK_K=64, PRECISION=PRECISION, num_warps=8)
+            N=n, K=k, BLOCK_M=BLOCK_M, BLOCK_N=max(16, triton.next_power_of_2(n)), BLOCK_K=64, PRECISION=PRECISION,
+            num_warps=8)
 
-    def _grn(self, a: torch.Tensor, name: str, h: torch.Tensor, y: torch.Tensor, *, skip: torch.Tensor | None = None,
-             standardise: bool = False, groups: int = 1, x_group: int = 0, skip_group: int = 0,
-             y_group: int = 0) -> None:
+    def _grn(self, a: torch.Tensor, name: str, h: torch.Tensor, y: torch.Tensor, *, standardise: bool = False,
+             groups: int = 1, x_group: int = 0, y_group: int = 0) -> None:
         """y = the gated residual network `name` of a's rows (grn_kernel), its skip the network's own layer
-        where it has one (`name`_skip_w), else `skip` or a itself; with `standardise` a is the forecaster's
-        input, standardised in the kernel. h [rows, N] a group holds its output layer's values. Groups as
-        _gate's."""
+        where it has one (`name`_skip_w), else a itself; with `standardise` a is the forecaster's input,
+        standardised in the kernel. h [rows, N] a group holds its output layer's values. `groups` networks
+        (their parameters stacked), group g reading a from x_group * g values on and writing y from y_group
+        * g values on."""
         w2, w1 = getattr(self, f"{name}_fc2_w"), getattr(self, f"{name}_fc1_w")
         (hidden, k), n = w2.shape[-2:], w1.shape[-2]
         own = hasattr(self, f"{name}_skip_w")  # the network's own skip layer, made in the kernel
-        skip = a if skip is None else skip
         block_n = max(16, triton.next_power_of_2(n))
         p = {k: getattr(self, f"{name}_{k}") for k in ("fc2_b", "fc1_b", "glu_w", "glu_b", "norm_g", "norm_b")}
         p |= {k: getattr(self, f"{name}_{k}", w2) for k in ("skip_w", "skip_b")}  # w2: unread, where none
         grn_kernel[(triton.cdiv(a.shape[0], BLOCK_M), groups)](
-            a, self.x_mean, self.x_scale, w2, p["fc2_b"], w1, p["fc1_b"], p["glu_w"], p["glu_b"], skip, p["skip_w"],
-            p["skip_b"], p["norm_g"], p["norm_b"], h, y, a.shape[0], a.stride(0), skip.stride(0), y.stride(0),
-            LAYER_NORM_EPS, x_group, skip_group, y_group, K=k, H=hidden, N=n, STANDARDISE=standardise,
+            a, self.x_mean, self.x_scale, w2, p["fc2_b"], w1, p["fc1_b"], p["glu_w"], p["glu_b"], p["skip_w"],
+            p["skip_b"], p["norm_g"], p["norm_b"], h, y, a.shape[0], a.stride(0), y.stride(0), LAYER_NORM_EPS,
+            x_group, y_group, K=k, H=hidden, N=n, STANDARDISE=standardise,
             SKIP_LINEAR=own, BLOCK_M=BLOCK_M, BLOCK_K=max(16, min(128, triton.next_power_of_2(k))), BLOCK_H=64,
             BLOCK_N=block_n, BLOCK_G=min(32, block_n), PRECISION=PRECISION, num_warps=8)
 
