@@ -114,14 +114,8 @@ def grn_kernel(x_ptr, mean_ptr, scale_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, wg_pt
     for h0 in range(0, H, BLOCK_H):
         hs = h0 + tl.arange(0, BLOCK_H)
         h_ok = hs < H
-        hidden = tl.zeros([BLOCK_M, BLOCK_H], dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            ks = k0 + tl.arange(0, BLOCK_K)
-            k_ok = ks < K
-            a = _inputs(x_ptr, mean_ptr, scale_ptr, r, ks, row_ok, k_ok, x_stride, STANDARDISE)
-            w = tl.load(w2_ptr + hs[:, None] * K + ks[None, :], mask=h_ok[:, None] & k_ok[None, :], other=0.0)
-            hidden += tl.dot(a, tl.trans(w), input_precision=PRECISION)
-        hidden += tl.load(b2_ptr + hs, mask=h_ok, other=0.0)[None, :]
+        hidden = _linear_rows(x_ptr, mean_ptr, scale_ptr, w2_ptr, b2_ptr, r, row_ok, x_stride, h0, H, K, STANDARDISE,
+                              BLOCK_M, BLOCK_H, BLOCK_K, PRECISION)
         hidden = tl.where(hidden > 0.0, hidden, tl.exp(hidden) - 1.0)  # ELU (alpha 1); 0 past H
         w = tl.load(w1_ptr + cols[:, None] * H + hs[None, :], mask=col_ok[:, None] & h_ok[None, :], other=0.0)
         out += tl.dot(hidden, tl.trans(w), input_precision=PRECISION)
@@ -129,20 +123,32 @@ def grn_kernel(x_ptr, mean_ptr, scale_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, wg_pt
     inside = row_ok[:, None] & col_ok[None, :]
     tl.store(h_ptr + r[:, None] * N + cols[None, :], out, mask=inside)
     if SKIP_LINEAR:
-        skip = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            ks = k0 + tl.arange(0, BLOCK_K)
-            k_ok = ks < K
-            a = _inputs(x_ptr, mean_ptr, scale_ptr, r, ks, row_ok, k_ok, x_stride, STANDARDISE)
-            w = tl.load(ws_ptr + cols[:, None] * K + ks[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
-            skip += tl.dot(a, tl.trans(w), input_precision=PRECISION)
-        skip += tl.load(bs_ptr + cols, mask=col_ok, other=0.0)[None, :]
+        skip = _linear_rows(x_ptr, mean_ptr, scale_ptr, ws_ptr, bs_ptr, r, row_ok, x_stride, 0, N, K, STANDARDISE,
+                            BLOCK_M, BLOCK_N, BLOCK_K, PRECISION)
     else:
         skip = _inputs(x_ptr, mean_ptr, scale_ptr, r, cols, row_ok, col_ok, x_stride, STANDARDISE)
     tl.debug_barrier()  # the block's rows of h, all its threads', before they are read back
     _gate_add_norm(h_ptr, wg_ptr + group * 2 * N * N, bg_ptr + group * 2 * N, skip, g_ptr + group * N,
                    beta_ptr + group * N, y_ptr + group * y_group, r, row_ok, N, y_stride, eps, N, N, BLOCK_M, BLOCK_N,
                    BLOCK_G, PRECISION)
+
+
+@triton.jit
+def _linear_rows(x_ptr, mean_ptr, scale_ptr, w_ptr, b_ptr, r, row_ok, x_stride, n0, N: tl.constexpr, K: tl.constexpr,
+                 STANDARDISE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                 PRECISION: tl.constexpr):
+    """x[r] @ w.T + b for the block's rows r and the columns n0 to n0 + BLOCK_N - 1, w [N, K]: a [BLOCK_M,
+    BLOCK_N] tile (zero past N)."""
+    cols = n0 + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        k_ok = ks < K
+        a = _inputs(x_ptr, mean_ptr, scale_ptr, r, ks, row_ok, k_ok, x_stride, STANDARDISE)
+        w = tl.load(w_ptr + cols[:, None] * K + ks[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
+        acc += tl.dot(a, tl.trans(w), input_precision=PRECISION)
+    return acc + tl.load(b_ptr + cols, mask=col_ok, other=0.0)[None, :]
 
 
 @triton.jit
