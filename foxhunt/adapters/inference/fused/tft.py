@@ -11,10 +11,12 @@
   on the H200). A layer's cells are split among programs (32 for the production preset's 128) that keep
   their rows of the weights in registers and read each step's h from the others as it is published; the
   decoder's layers run the same way from the encoder's final states, over the horizons.
-- The gated skips (`gate_kernel`), the enrichment and position-wise networks (`grn_kernel`), the
-  interpretable attention of the horizons over the window and the horizons before them
-  (`attention_kernel`, a head a program over the shared values, the heads' mean folded into the output
-  layer), and the projections and the head in linear.py's kernel.
+- The gated skip over the LSTMs (`gate_kernel`), the enrichment (`grn_kernel`), the interpretable
+  attention of the horizons over the window and the horizons before them (`attention_kernel`, a head a
+  program over the shared values, the heads' mean folded into the output layer), the projections in
+  linear.py's kernel, and what follows the attention on the horizons' rows (its output layer, gated skip,
+  the position-wise network, the output gate and the head) in one launch (`tail_kernel`).
+- Independent kernels run on a side stream beside each other (`_beside`).
 
 Tiles and warps as measured best on the H200 (docs/benchmarks.md, session 31); like linear.py's, fixed,
 since other ones give other bytes.
@@ -23,6 +25,8 @@ since other ones give other bytes.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 import triton
@@ -96,18 +100,22 @@ def grn_kernel(x_ptr, mean_ptr, scale_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, wg_pt
     ((x - mean) / scale, column by column). Group program_id(1) reads x from x_group values on and writes
     y from y_group values on, with its own parameters, and h from rows x N values on."""
     group = tl.program_id(1)
-    x_ptr += group * x_group
-    mean_ptr += group * x_group
-    scale_ptr += group * x_group
-    ws_ptr += group * N * K
-    bs_ptr += group * N
-    w2_ptr += group * H * K
-    b2_ptr += group * H
-    w1_ptr += group * N * H
-    b1_ptr += group * N
-    h_ptr += group * rows * N
     r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = r < rows
+    _grn_rows(x_ptr + group * x_group, mean_ptr + group * x_group, scale_ptr + group * x_group, w2_ptr + group * H * K,
+              b2_ptr + group * H, w1_ptr + group * N * H, b1_ptr + group * N, wg_ptr + group * 2 * N * N,
+              bg_ptr + group * 2 * N, ws_ptr + group * N * K, bs_ptr + group * N, g_ptr + group * N,
+              beta_ptr + group * N, h_ptr + group * rows * N, y_ptr + group * y_group, r, r < rows, x_stride, y_stride,
+              eps, K, H, N, STANDARDISE, SKIP_LINEAR, BLOCK_M, BLOCK_K, BLOCK_H, BLOCK_N, BLOCK_G, PRECISION)
+
+
+@triton.jit
+def _grn_rows(x_ptr, mean_ptr, scale_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, wg_ptr, bg_ptr, ws_ptr, bs_ptr, g_ptr,
+              beta_ptr, h_ptr, y_ptr, r, row_ok, x_stride, y_stride, eps, K: tl.constexpr,
+              H: tl.constexpr, N: tl.constexpr, STANDARDISE: tl.constexpr, SKIP_LINEAR: tl.constexpr,
+              BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
+              BLOCK_G: tl.constexpr, PRECISION: tl.constexpr):
+    """grn_kernel's network for the block's rows r (row_ok: r < rows), h [rows, N] its output layer's
+    values."""
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < N
     out = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -128,9 +136,8 @@ def grn_kernel(x_ptr, mean_ptr, scale_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, wg_pt
     else:
         skip = _inputs(x_ptr, mean_ptr, scale_ptr, r, cols, row_ok, col_ok, x_stride, STANDARDISE)
     tl.debug_barrier()  # the block's rows of h, all its threads', before they are read back
-    _gate_add_norm(h_ptr, wg_ptr + group * 2 * N * N, bg_ptr + group * 2 * N, skip, g_ptr + group * N,
-                   beta_ptr + group * N, y_ptr + group * y_group, r, row_ok, N, y_stride, eps, N, N, BLOCK_M, BLOCK_N,
-                   BLOCK_G, PRECISION)
+    _gate_add_norm(h_ptr, wg_ptr, bg_ptr, skip, g_ptr, beta_ptr, y_ptr, r, row_ok, N, y_stride, eps, N, N, BLOCK_M,
+                   BLOCK_N, BLOCK_G, PRECISION)
 
 
 @triton.jit
@@ -149,6 +156,44 @@ def _linear_rows(x_ptr, mean_ptr, scale_ptr, w_ptr, b_ptr, r, row_ok, x_stride, 
         w = tl.load(w_ptr + cols[:, None] * K + ks[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
         acc += tl.dot(a, tl.trans(w), input_precision=PRECISION)
     return acc + tl.load(b_ptr + cols, mask=col_ok, other=0.0)[None, :]
+
+
+@triton.jit
+def tail_kernel(a_ptr, out_w_ptr, out_b_ptr, attended_ptr, ag_w_ptr, ag_b_ptr, ag_g_ptr, ag_beta_ptr, enriched_ptr,
+                gated_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, fg_w_ptr, fg_b_ptr, fg_g_ptr, fg_beta_ptr, h_ptr, ff_ptr,
+                og_w_ptr, og_b_ptr, og_g_ptr, og_beta_ptr, temporal_ptr, last_ptr, head_w_ptr, head_b_ptr,
+                y_scale_ptr, out_ptr, rows, horizons, eps, D: tl.constexpr, KA: tl.constexpr, Q: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_Q: tl.constexpr, PRECISION: tl.constexpr):
+    """What follows the attention, for the horizons' rows r < rows ([rows, D] buffers, a block's own rows,
+    each stage's output read back after a barrier): the attention's output layer (a [rows, KA] @ out_w.T
+    + out_b into `attended`), its gated skip over the enriched rows (into `gated`), the position-wise
+    network (grn_kernel's, h its output layer's values, into `ff`), the output's gated skip over the
+    LSTMs' gated rows (into `last`), and the head (last @ head_w.T + head_b [Q]) times the horizon's scale
+    (y_scale[r % horizons]) into out [rows, Q]: five launches' work in one."""
+    r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = r < rows
+    cols = tl.arange(0, D)
+    inside = row_ok[:, None]
+    at = r[:, None] * D + cols[None, :]
+    attended = _linear_rows(a_ptr, a_ptr, a_ptr, out_w_ptr, out_b_ptr, r, row_ok, KA, 0, D, KA, False, BLOCK_M, D,
+                            32, PRECISION)
+    tl.store(attended_ptr + at, attended, mask=inside)
+    tl.debug_barrier()
+    _gate_add_norm(attended_ptr, ag_w_ptr, ag_b_ptr, tl.load(enriched_ptr + at, mask=inside, other=0.0), ag_g_ptr,
+                   ag_beta_ptr, gated_ptr, r, row_ok, D, D, eps, D, D, BLOCK_M, D, 64, PRECISION)
+    tl.debug_barrier()
+    _grn_rows(gated_ptr, gated_ptr, gated_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, fg_w_ptr, fg_b_ptr, w2_ptr, w2_ptr,
+              fg_g_ptr, fg_beta_ptr, h_ptr, ff_ptr, r, row_ok, D, D, eps, D, D, D, False, False, BLOCK_M, D, 64, D, 32,
+              PRECISION)
+    tl.debug_barrier()
+    _gate_add_norm(ff_ptr, og_w_ptr, og_b_ptr, tl.load(temporal_ptr + at, mask=inside, other=0.0), og_g_ptr,
+                   og_beta_ptr, last_ptr, r, row_ok, D, D, eps, D, D, BLOCK_M, D, 64, PRECISION)
+    tl.debug_barrier()
+    qs = tl.arange(0, BLOCK_Q)
+    out = _linear_rows(last_ptr, last_ptr, last_ptr, head_w_ptr, head_b_ptr, r, row_ok, D, 0, Q, D, False, BLOCK_M,
+                       BLOCK_Q, 32, PRECISION)
+    out *= tl.load(y_scale_ptr + r % horizons, mask=row_ok, other=1.0)[:, None]
+    tl.store(out_ptr + r[:, None] * Q + qs[None, :], out, mask=inside & (qs[None, :] < Q))
 
 
 @triton.jit
@@ -417,6 +462,7 @@ class FusedTft(FusedForecaster):
         gpu = self.device.type == "cuda"
         sms = torch.cuda.get_device_properties(self.device).multi_processor_count if gpu else None
         self.units = cells_per_program(d, batch, sms)
+        self.side = torch.cuda.Stream(self.device) if gpu else None  # for the kernels of _beside blocks
         vs = net.selection
         p: dict[str, torch.Tensor] = {"x_mean": forecaster.x_mean, "x_scale": forecaster.x_scale,
                                       "y_scale": forecaster.y_scale.view(1, -1, 1), "embed_w": vs.weight,
@@ -453,13 +499,30 @@ class FusedTft(FusedForecaster):
                       "kv": (long, d + self.dh), "enriched_last": (short, d), "temporal_last": (short, d),
                       "q": (short, d), "attended_dh": (short, self.heads * self.dh), "attended": (short, d),
                       "gated": (short, d), "g2": (short, d), "ff": (short, d), "last": (short, d),
-                      "head_out": (short, self.quantiles), "out": (batch, self.horizons, self.quantiles)})
+                      "out": (batch, self.horizons, self.quantiles)})
         # what lstm_kernel's programs share, for each launch (a pair of layers, the encoder's then the
         # decoder's), zeroed before a call
         self.register_buffer("shared", torch.zeros((2 * ((layers + 1) // 2), 2, batch, self.window, d),
                                                    dtype=torch.int64, device=self.device), persistent=False)
         with torch.no_grad():  # the decoder's inputs, one learned row a horizon, after each window's rows
             self.skip.view(batch, -1, d)[:, self.window:] = self.future
+
+    @contextmanager
+    def _beside(self) -> Iterator[None]:
+        """The kernels launched in the block run beside those launched after it until `_rejoin`, on a
+        stream of their own, after those launched before it (a CUDA graph captures the two branches); in
+        order on the CPU (Triton's interpreter). Each branch writes buffers of its own: the same bytes."""
+        if self.side is None:
+            yield
+            return
+        self.side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(self.side):
+            yield
+
+    def _rejoin(self) -> None:
+        """What is launched next waits for the kernels of the `_beside` block."""
+        if self.side is not None:
+            torch.cuda.current_stream(self.device).wait_stream(self.side)
 
     def _gate(self, x: torch.Tensor, name: str, skip: torch.Tensor, y: torch.Tensor) -> None:
         """y = LayerNorm(skip + GLU(x)) with the gated skip `name`'s parameters (gate_kernel)."""
@@ -526,16 +589,17 @@ class FusedTft(FusedForecaster):
         # variable selection: the layers over the embeddings are folded through them (_through_embedding),
         # each network reading the window's values and standardising them
         x = x.contiguous().view(rows, f)
+        with self._beside():  # the features' networks, a group each: feature i's value is column i of x
+            self._grn(x, "feature", self.f2[0], self.processed[0], standardise=True, groups=f, x_group=1,
+                      y_group=rows * d)
+            self.shared.zero_()
         self._grn(x, "select", self.s2, self.weights, standardise=True)
-        # the features' networks, a group each: feature i's value is column i of x
-        self._grn(x, "feature", self.f2[0], self.processed[0], standardise=True, groups=f, x_group=1,
-                  y_group=rows * d)
+        self._rejoin()
         selection_kernel[(triton.cdiv(rows, BLOCK_M),)](
             self.weights, self.processed, self.skip, rows, t, t + hz, F=f, D=d, BLOCK_M=BLOCK_M,
             BLOCK_F=max(16, triton.next_power_of_2(f)), num_warps=WARPS)
         # the encoder from zeros, the decoder from its final states: each window's rows then its horizons'
         # rows of `lstm`, the other layers' outputs in `encoded` and `decoded`
-        self.shared.zero_()
         long, short = (t + hz) * d, hz * d  # a window's values in the buffers
         encoded = [*self.encoded[: self.lstm_layers - 1], self.lstm]
         self._layers("enc", t, self.skip, encoded, long, None)
@@ -544,18 +608,22 @@ class FusedTft(FusedForecaster):
         # the gated skip over the LSTMs, enrichment, attention of the horizons, and the gates after it
         self._gate(self.lstm, "lstm_gate", self.skip, self.temporal)
         self._grn(self.temporal, "enrich", self.e2, self.enriched)
-        linear(self.enriched, self.kv_w, self.kv_b, self.kv)
+        with self._beside():
+            linear(self.enriched, self.kv_w, self.kv_b, self.kv)
+            self.temporal_last.view(b, hz, d).copy_(self.temporal.view(b, t + hz, d)[:, t:])
         self.enriched_last.view(b, hz, d).copy_(self.enriched.view(b, t + hz, d)[:, t:])
-        self.temporal_last.view(b, hz, d).copy_(self.temporal.view(b, t + hz, d)[:, t:])
         linear(self.enriched_last, self.q_w, self.q_b, self.q)
+        self._rejoin()
         attention_kernel[(b, self.heads)](self.q, self.kv, self.attended_dh, t, hz, math.sqrt(self.dh),
                                           HEADS=self.heads, D=d, DH=self.dh, BLOCK_Q=16,
                                           BLOCK_T=max(16, triton.next_power_of_2(t + hz)), PRECISION=PRECISION,
                                           num_warps=WARPS)
-        linear(self.attended_dh, self.out_w, self.out_b, self.attended)
-        self._gate(self.attended, "attention_gate", self.enriched_last, self.gated)
-        self._grn(self.gated, "ff", self.g2, self.ff)
-        self._gate(self.ff, "output_gate", self.temporal_last, self.last)
-        linear(self.last, self.head_w, self.head_b, self.head_out, block_n=16)
-        torch.mul(self.head_out.view(b, hz, self.quantiles), self.y_scale, out=self.out)
+        tail_kernel[(triton.cdiv(b * hz, BLOCK_M),)](
+            self.attended_dh, self.out_w, self.out_b, self.attended, self.attention_gate_glu_w,
+            self.attention_gate_glu_b, self.attention_gate_norm_g, self.attention_gate_norm_b, self.enriched_last,
+            self.gated, self.ff_fc2_w, self.ff_fc2_b, self.ff_fc1_w, self.ff_fc1_b, self.ff_glu_w, self.ff_glu_b,
+            self.ff_norm_g, self.ff_norm_b, self.g2, self.ff, self.output_gate_glu_w, self.output_gate_glu_b,
+            self.output_gate_norm_g, self.output_gate_norm_b, self.temporal_last, self.last, self.head_w,
+            self.head_b, self.y_scale, self.out, b * hz, hz, LAYER_NORM_EPS, D=d, KA=self.heads * self.dh,
+            Q=self.quantiles, BLOCK_M=BLOCK_M, BLOCK_Q=16, PRECISION=PRECISION, num_warps=8)
         return self.out
