@@ -100,22 +100,18 @@ def grn_kernel(x_ptr, mean_ptr, scale_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, wg_pt
     ((x - mean) / scale, column by column). Group program_id(1) reads x from x_group values on and writes
     y from y_group values on, with its own parameters, and h from rows x N values on."""
     group = tl.program_id(1)
+    x_ptr += group * x_group
+    mean_ptr += group * x_group
+    scale_ptr += group * x_group
+    ws_ptr += group * N * K
+    bs_ptr += group * N
+    w2_ptr += group * H * K
+    b2_ptr += group * H
+    w1_ptr += group * N * H
+    b1_ptr += group * N
+    h_ptr += group * rows * N
     r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    _grn_rows(x_ptr + group * x_group, mean_ptr + group * x_group, scale_ptr + group * x_group, w2_ptr + group * H * K,
-              b2_ptr + group * H, w1_ptr + group * N * H, b1_ptr + group * N, wg_ptr + group * 2 * N * N,
-              bg_ptr + group * 2 * N, ws_ptr + group * N * K, bs_ptr + group * N, g_ptr + group * N,
-              beta_ptr + group * N, h_ptr + group * rows * N, y_ptr + group * y_group, r, r < rows, x_stride, y_stride,
-              eps, K, H, N, STANDARDISE, SKIP_LINEAR, BLOCK_M, BLOCK_K, BLOCK_H, BLOCK_N, BLOCK_G, PRECISION)
-
-
-@triton.jit
-def _grn_rows(x_ptr, mean_ptr, scale_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, wg_ptr, bg_ptr, ws_ptr, bs_ptr, g_ptr,
-              beta_ptr, h_ptr, y_ptr, r, row_ok, x_stride, y_stride, eps, K: tl.constexpr,
-              H: tl.constexpr, N: tl.constexpr, STANDARDISE: tl.constexpr, SKIP_LINEAR: tl.constexpr,
-              BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
-              BLOCK_G: tl.constexpr, PRECISION: tl.constexpr):
-    """grn_kernel's network for the block's rows r (row_ok: r < rows), h [rows, N] its output layer's
-    values."""
+    row_ok = r < rows
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < N
     out = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -136,8 +132,9 @@ def _grn_rows(x_ptr, mean_ptr, scale_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, wg_ptr
     else:
         skip = _inputs(x_ptr, mean_ptr, scale_ptr, r, cols, row_ok, col_ok, x_stride, STANDARDISE)
     tl.debug_barrier()  # the block's rows of h, all its threads', before they are read back
-    _gate_add_norm(h_ptr, wg_ptr, bg_ptr, skip, g_ptr, beta_ptr, y_ptr, r, row_ok, N, y_stride, eps, N, N, BLOCK_M,
-                   BLOCK_N, BLOCK_G, PRECISION)
+    _gate_add_norm(h_ptr, wg_ptr + group * 2 * N * N, bg_ptr + group * 2 * N, skip, g_ptr + group * N,
+                   beta_ptr + group * N, y_ptr + group * y_group, r, row_ok, N, y_stride, eps, N, N, BLOCK_M, BLOCK_N,
+                   BLOCK_G, PRECISION)
 
 
 @triton.jit
@@ -159,41 +156,82 @@ def _linear_rows(x_ptr, mean_ptr, scale_ptr, w_ptr, b_ptr, r, row_ok, x_stride, 
 
 
 @triton.jit
-def tail_kernel(a_ptr, out_w_ptr, out_b_ptr, attended_ptr, ag_w_ptr, ag_b_ptr, ag_g_ptr, ag_beta_ptr, enriched_ptr,
-                gated_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, fg_w_ptr, fg_b_ptr, fg_g_ptr, fg_beta_ptr, h_ptr, ff_ptr,
-                og_w_ptr, og_b_ptr, og_g_ptr, og_beta_ptr, temporal_ptr, last_ptr, head_w_ptr, head_b_ptr,
-                y_scale_ptr, out_ptr, rows, horizons, eps, D: tl.constexpr, KA: tl.constexpr, Q: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_Q: tl.constexpr, PRECISION: tl.constexpr):
-    """What follows the attention, for the horizons' rows r < rows ([rows, D] buffers, a block's own rows,
-    each stage's output read back after a barrier): the attention's output layer (a [rows, KA] @ out_w.T
-    + out_b into `attended`), its gated skip over the enriched rows (into `gated`), the position-wise
-    network (grn_kernel's, h its output layer's values, into `ff`), the output's gated skip over the
-    LSTMs' gated rows (into `last`), and the head (last @ head_w.T + head_b [Q]) times the horizon's scale
-    (y_scale[r % horizons]) into out [rows, Q]: five launches' work in one."""
-    r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = r < rows
-    cols = tl.arange(0, D)
-    inside = row_ok[:, None]
-    at = r[:, None] * D + cols[None, :]
-    attended = _linear_rows(a_ptr, a_ptr, a_ptr, out_w_ptr, out_b_ptr, r, row_ok, KA, 0, D, KA, False, BLOCK_M, D,
-                            32, PRECISION)
-    tl.store(attended_ptr + at, attended, mask=inside)
-    tl.debug_barrier()
-    _gate_add_norm(attended_ptr, ag_w_ptr, ag_b_ptr, tl.load(enriched_ptr + at, mask=inside, other=0.0), ag_g_ptr,
-                   ag_beta_ptr, gated_ptr, r, row_ok, D, D, eps, D, D, BLOCK_M, D, 64, PRECISION)
-    tl.debug_barrier()
-    _grn_rows(gated_ptr, gated_ptr, gated_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr, fg_w_ptr, fg_b_ptr, w2_ptr, w2_ptr,
-              fg_g_ptr, fg_beta_ptr, h_ptr, ff_ptr, r, row_ok, D, D, eps, D, D, D, False, False, BLOCK_M, D, 64, D, 32,
-              PRECISION)
-    tl.debug_barrier()
-    _gate_add_norm(ff_ptr, og_w_ptr, og_b_ptr, tl.load(temporal_ptr + at, mask=inside, other=0.0), og_g_ptr,
-                   og_beta_ptr, last_ptr, r, row_ok, D, D, eps, D, D, BLOCK_M, D, 64, PRECISION)
-    tl.debug_barrier()
+def tail_kernel(a_ptr, out_w_ptr, out_b_ptr, ag_w_ptr, ag_b_ptr, ag_g_ptr, ag_beta_ptr, enriched_ptr, w2_ptr, b2_ptr,
+                w1_ptr, b1_ptr, fg_w_ptr, fg_b_ptr, fg_g_ptr, fg_beta_ptr, og_w_ptr, og_b_ptr, og_g_ptr, og_beta_ptr,
+                temporal_ptr, head_w_ptr, head_b_ptr, y_scale_ptr, out_ptr, window, horizons, eps, D: tl.constexpr,
+                Q: tl.constexpr, BLOCK_Q: tl.constexpr):
+    """What follows the attention, a horizon's row a program (program r: window r // horizons, horizon
+    r % horizons), each stage's D values kept in registers for the next: the attention's output layer
+    (a's row [D] @ out_w.T + out_b), its gated skip over the row's enriched values, the position-wise
+    network (layers.py's GatedResidualNetwork, hidden width D), the output's gated skip over the LSTMs'
+    gated values (`temporal`), and the head ([Q]) times the horizon's scale into out's row. `enriched` and
+    `temporal` hold a window's rows then its horizons' ([window + horizons, D] a window). Multiply-adds in
+    FP32 on the CUDA cores: at a few rows a tile of weights a stage, read once, beats tensor-core tiles of
+    16 rows (docs/benchmarks.md, session 32)."""
+    r = tl.program_id(0)
+    ds = tl.arange(0, D)
+    at = (r // horizons * (window + horizons) + window + r % horizons) * D + ds
+    attended = _matvec(out_w_ptr, tl.load(a_ptr + r * D + ds), out_b_ptr, D, D, D)
+    gated = _glu_add_norm(attended, ag_w_ptr, ag_b_ptr, tl.load(enriched_ptr + at), ag_g_ptr, ag_beta_ptr, eps, D)
+    ff = _grn_row(gated, w2_ptr, b2_ptr, w1_ptr, b1_ptr, fg_w_ptr, fg_b_ptr, fg_g_ptr, fg_beta_ptr, eps, D)
+    last = _glu_add_norm(ff, og_w_ptr, og_b_ptr, tl.load(temporal_ptr + at), og_g_ptr, og_beta_ptr, eps, D)
     qs = tl.arange(0, BLOCK_Q)
-    out = _linear_rows(last_ptr, last_ptr, last_ptr, head_w_ptr, head_b_ptr, r, row_ok, D, 0, Q, D, False, BLOCK_M,
-                       BLOCK_Q, 32, PRECISION)
-    out *= tl.load(y_scale_ptr + r % horizons, mask=row_ok, other=1.0)[:, None]
-    tl.store(out_ptr + r[:, None] * Q + qs[None, :], out, mask=inside & (qs[None, :] < Q))
+    out = _matvec(head_w_ptr, last, head_b_ptr, Q, D, BLOCK_Q) * tl.load(y_scale_ptr + r % horizons)
+    tl.store(out_ptr + r * Q + qs, out, mask=qs < Q)
+
+
+@triton.jit
+def enrich_kernel(lstm_ptr, skip_ptr, lg_w_ptr, lg_b_ptr, lg_g_ptr, lg_beta_ptr, w2_ptr, b2_ptr, w1_ptr, b1_ptr,
+                  eg_w_ptr, eg_b_ptr, eg_g_ptr, eg_beta_ptr, kv_w_ptr, kv_b_ptr, q_w_ptr, q_b_ptr, temporal_ptr,
+                  enriched_ptr, kv_ptr, q_ptr, window, horizons, eps, D: tl.constexpr, DH: tl.constexpr):
+    """What comes between the LSTMs and the attention, a row a program (program r: window r // (window +
+    horizons), step r % (window + horizons), a window's rows then its horizons' in `lstm` and `skip`, [D]
+    each): the gated skip over the LSTMs (temporal = LayerNorm(skip + GLU(lstm))), the enrichment network
+    (enriched = GRN(temporal)), the row's keys and values (enriched @ kv_w.T + kv_b, [D + DH]) and, for a
+    horizon's row, its query ([D], into q's row window * horizons + horizon). For one window a call
+    (FusedTft.predict), as tail_kernel's stages."""
+    r = tl.program_id(0)
+    ds = tl.arange(0, D)
+    at = r * D + ds
+    temporal = _glu_add_norm(tl.load(lstm_ptr + at), lg_w_ptr, lg_b_ptr, tl.load(skip_ptr + at), lg_g_ptr,
+                             lg_beta_ptr, eps, D)
+    tl.store(temporal_ptr + at, temporal)
+    enriched = _grn_row(temporal, w2_ptr, b2_ptr, w1_ptr, b1_ptr, eg_w_ptr, eg_b_ptr, eg_g_ptr, eg_beta_ptr, eps, D)
+    tl.store(enriched_ptr + at, enriched)
+    kv = kv_ptr + r * (D + DH)
+    tl.store(kv + ds, _matvec(kv_w_ptr, enriched, kv_b_ptr, D, D, D))
+    tl.store(kv + D + tl.arange(0, DH), _matvec(kv_w_ptr + D * D, enriched, kv_b_ptr + D, DH, D, DH))
+    step = r % (window + horizons)
+    if step >= window:
+        q_row = r // (window + horizons) * horizons + step - window
+        tl.store(q_ptr + q_row * D + ds, _matvec(q_w_ptr, enriched, q_b_ptr, D, D, D))
+
+
+@triton.jit
+def _grn_row(x, w2_ptr, b2_ptr, w1_ptr, b1_ptr, g_w_ptr, g_b_ptr, g_g_ptr, g_beta_ptr, eps, D: tl.constexpr):
+    """A gated residual network of one row ([D] values, hidden width D, its input the skip): grn_kernel's."""
+    hidden = _matvec(w2_ptr, x, b2_ptr, D, D, D)
+    hidden = tl.where(hidden > 0.0, hidden, tl.exp(hidden) - 1.0)  # ELU (alpha 1)
+    return _glu_add_norm(_matvec(w1_ptr, hidden, b1_ptr, D, D, D), g_w_ptr, g_b_ptr, x, g_g_ptr, g_beta_ptr, eps, D)
+
+
+@triton.jit
+def _matvec(w_ptr, x, b_ptr, N: tl.constexpr, K: tl.constexpr, BLOCK_N: tl.constexpr):
+    """w [N, K] @ x [K] + b [N]: BLOCK_N values, zero past N."""
+    ns = tl.arange(0, BLOCK_N)
+    ok = ns < N
+    w = tl.load(w_ptr + ns[:, None] * K + tl.arange(0, K)[None, :], mask=ok[:, None], other=0.0)
+    return tl.sum(w * x[None, :], axis=1) + tl.load(b_ptr + ns, mask=ok, other=0.0)
+
+
+@triton.jit
+def _glu_add_norm(x, w_ptr, b_ptr, skip, g_ptr, beta_ptr, eps, D: tl.constexpr):
+    """LayerNorm(skip + GLU(w @ x + b)) of one row ([D] values; w [2D, D]): _gate_add_norm's."""
+    z = skip + _matvec(w_ptr, x, b_ptr, D, D, D) * tl.sigmoid(_matvec(w_ptr + D * D, x, b_ptr + D, D, D, D))
+    centred = z - tl.sum(z, axis=0) / D
+    rstd = 1.0 / tl.sqrt(tl.sum(centred * centred, axis=0) / D + eps)
+    ds = tl.arange(0, D)
+    return centred * rstd * tl.load(g_ptr + ds) + tl.load(beta_ptr + ds)
 
 
 @triton.jit
@@ -496,9 +534,8 @@ class FusedTft(FusedForecaster):
                       "encoded": (max(layers - 1, 1), long, d), "decoded": (max(layers - 1, 1), short, d),
                       "cells": (layers, batch, d),
                       "temporal": (long, d), "e2": (long, d), "enriched": (long, d),
-                      "kv": (long, d + self.dh), "enriched_last": (short, d), "temporal_last": (short, d),
-                      "q": (short, d), "attended_dh": (short, self.heads * self.dh), "attended": (short, d),
-                      "gated": (short, d), "g2": (short, d), "ff": (short, d), "last": (short, d),
+                      "kv": (long, d + self.dh), "enriched_last": (short, d),
+                      "q": (short, d), "attended_dh": (short, self.heads * self.dh),
                       "out": (batch, self.horizons, self.quantiles)})
         # what lstm_kernel's programs share, for each launch (a pair of layers, the encoder's then the
         # decoder's), zeroed before a call
@@ -605,25 +642,32 @@ class FusedTft(FusedForecaster):
         self._layers("enc", t, self.skip, encoded, long, None)
         self._layers("dec", hz, None, [*self.decoded[: self.lstm_layers - 1], self.lstm[t:]], short,
                      [e[t - 1:] for e in encoded])
-        # the gated skip over the LSTMs, enrichment, attention of the horizons, and the gates after it
-        self._gate(self.lstm, "lstm_gate", self.skip, self.temporal)
-        self._grn(self.temporal, "enrich", self.e2, self.enriched)
-        with self._beside():
-            linear(self.enriched, self.kv_w, self.kv_b, self.kv)
-            self.temporal_last.view(b, hz, d).copy_(self.temporal.view(b, t + hz, d)[:, t:])
-        self.enriched_last.view(b, hz, d).copy_(self.enriched.view(b, t + hz, d)[:, t:])
-        linear(self.enriched_last, self.q_w, self.q_b, self.q)
-        self._rejoin()
+        # the gated skip over the LSTMs, enrichment, and the attention's projections: a row a program for
+        # one window (a window's rows are fewer than a GPU's multiprocessors), else tiles of rows
+        if b == 1:
+            enrich_kernel[(t + hz,)](
+                self.lstm, self.skip, self.lstm_gate_glu_w, self.lstm_gate_glu_b, self.lstm_gate_norm_g,
+                self.lstm_gate_norm_b, self.enrich_fc2_w, self.enrich_fc2_b, self.enrich_fc1_w, self.enrich_fc1_b,
+                self.enrich_glu_w, self.enrich_glu_b, self.enrich_norm_g, self.enrich_norm_b, self.kv_w, self.kv_b,
+                self.q_w, self.q_b, self.temporal, self.enriched, self.kv, self.q, t, hz, LAYER_NORM_EPS, D=d,
+                DH=self.dh, num_warps=4)
+        else:
+            self._gate(self.lstm, "lstm_gate", self.skip, self.temporal)
+            self._grn(self.temporal, "enrich", self.e2, self.enriched)
+            with self._beside():
+                linear(self.enriched, self.kv_w, self.kv_b, self.kv)
+            self.enriched_last.view(b, hz, d).copy_(self.enriched.view(b, t + hz, d)[:, t:])
+            linear(self.enriched_last, self.q_w, self.q_b, self.q)
+            self._rejoin()
         attention_kernel[(b, self.heads)](self.q, self.kv, self.attended_dh, t, hz, math.sqrt(self.dh),
                                           HEADS=self.heads, D=d, DH=self.dh, BLOCK_Q=16,
                                           BLOCK_T=max(16, triton.next_power_of_2(t + hz)), PRECISION=PRECISION,
                                           num_warps=WARPS)
-        tail_kernel[(triton.cdiv(b * hz, BLOCK_M),)](
-            self.attended_dh, self.out_w, self.out_b, self.attended, self.attention_gate_glu_w,
-            self.attention_gate_glu_b, self.attention_gate_norm_g, self.attention_gate_norm_b, self.enriched_last,
-            self.gated, self.ff_fc2_w, self.ff_fc2_b, self.ff_fc1_w, self.ff_fc1_b, self.ff_glu_w, self.ff_glu_b,
-            self.ff_norm_g, self.ff_norm_b, self.g2, self.ff, self.output_gate_glu_w, self.output_gate_glu_b,
-            self.output_gate_norm_g, self.output_gate_norm_b, self.temporal_last, self.last, self.head_w,
-            self.head_b, self.y_scale, self.out, b * hz, hz, LAYER_NORM_EPS, D=d, KA=self.heads * self.dh,
-            Q=self.quantiles, BLOCK_M=BLOCK_M, BLOCK_Q=16, PRECISION=PRECISION, num_warps=8)
+        tail_kernel[(b * hz,)](
+            self.attended_dh, self.out_w, self.out_b, self.attention_gate_glu_w, self.attention_gate_glu_b,
+            self.attention_gate_norm_g, self.attention_gate_norm_b, self.enriched, self.ff_fc2_w, self.ff_fc2_b,
+            self.ff_fc1_w, self.ff_fc1_b, self.ff_glu_w, self.ff_glu_b, self.ff_norm_g, self.ff_norm_b,
+            self.output_gate_glu_w, self.output_gate_glu_b, self.output_gate_norm_g, self.output_gate_norm_b,
+            self.temporal, self.head_w, self.head_b, self.y_scale, self.out, t, hz, LAYER_NORM_EPS, D=d,
+            Q=self.quantiles, BLOCK_Q=triton.next_power_of_2(self.quantiles), num_warps=4)
         return self.out
