@@ -11,14 +11,20 @@
   on the H200). A layer's cells are split among programs (32 for the production preset's 128) that keep
   their rows of the weights in registers and read each step's h from the others as it is published; the
   decoder's layers run the same way from the encoder's final states, over the horizons.
-- The gated skip over the LSTMs (`gate_kernel`), the enrichment (`grn_kernel`), the interpretable
-  attention of the horizons over the window and the horizons before them (`attention_kernel`, a head a
-  program over the shared values, the heads' mean folded into the output layer), the projections in
-  linear.py's kernel, and what follows the attention on the horizons' rows (its output layer, gated skip,
-  the position-wise network, the output gate and the head) in one launch (`tail_kernel`).
+- Between the LSTMs and the attention: the gated skip over the LSTMs, the enrichment network, and the
+  attention's keys, values and queries. For one window a call, `enrich_kernel`, a row a program (a
+  window's rows are fewer than a GPU's multiprocessors); for several, `gate_kernel`, `grn_kernel` and
+  linear.py's kernel over tiles of 16 rows.
+- The interpretable attention of the horizons over the window and the horizons before them
+  (`attention_kernel`, a head a program over the shared values, the heads' mean folded into the output
+  layer), then what follows it (its output layer, gated skip, the position-wise network, the output gate
+  and the head) in `tail_kernel`, a horizon's row a program.
+- The row programs (`_matvec`) read each stage's weights once and multiply in FP32 on the CUDA cores,
+  the row's values staying in registers from stage to stage: at a few rows, tensor-core tiles of 16 rows
+  spend their time on rows that are not there (docs/benchmarks.md, session 32).
 - Independent kernels run on a side stream beside each other (`_beside`).
 
-Tiles and warps as measured best on the H200 (docs/benchmarks.md, session 31); like linear.py's, fixed,
+Tiles and warps as measured best on the H200 (docs/benchmarks.md, sessions 31 and 32); like linear.py's, fixed,
 since other ones give other bytes.
 """
 
@@ -165,9 +171,7 @@ def tail_kernel(a_ptr, out_w_ptr, out_b_ptr, ag_w_ptr, ag_b_ptr, ag_g_ptr, ag_be
     (a's row [D] @ out_w.T + out_b), its gated skip over the row's enriched values, the position-wise
     network (layers.py's GatedResidualNetwork, hidden width D), the output's gated skip over the LSTMs'
     gated values (`temporal`), and the head ([Q]) times the horizon's scale into out's row. `enriched` and
-    `temporal` hold a window's rows then its horizons' ([window + horizons, D] a window). Multiply-adds in
-    FP32 on the CUDA cores: at a few rows a tile of weights a stage, read once, beats tensor-core tiles of
-    16 rows (docs/benchmarks.md, session 32)."""
+    `temporal` hold a window's rows then its horizons' ([window + horizons, D] a window)."""
     r = tl.program_id(0)
     ds = tl.arange(0, D)
     at = (r // horizons * (window + horizons) + window + r % horizons) * D + ds
@@ -189,7 +193,7 @@ def enrich_kernel(lstm_ptr, skip_ptr, lg_w_ptr, lg_b_ptr, lg_g_ptr, lg_beta_ptr,
     each): the gated skip over the LSTMs (temporal = LayerNorm(skip + GLU(lstm))), the enrichment network
     (enriched = GRN(temporal)), the row's keys and values (enriched @ kv_w.T + kv_b, [D + DH]) and, for a
     horizon's row, its query ([D], into q's row window * horizons + horizon). For one window a call
-    (FusedTft.predict), as tail_kernel's stages."""
+    (FusedTft.predict)."""
     r = tl.program_id(0)
     ds = tl.arange(0, D)
     at = r * D + ds
