@@ -73,21 +73,22 @@ class GreedyQuantiles(Acting):
 
 
 class GreedyRecurrent(Acting):
-    """PPO's recurrent policy: the most likely action (a continuous policy's mean), its state carried along."""
+    """PPO's recurrent policy: the most likely action (a continuous policy's mean), its state carried along.
+    The policy head alone: the value head and the sequence starts' mask are training's (the mask is 1 here,
+    and x * 1.0 is x), kernels the served graph need not run."""
 
     def __init__(self, net: RecurrentActorCritic, device: torch.device) -> None:
         super().__init__(net, device)
         self.continuous = net.continuous
         self.state = net.initial_state(1, device)
-        self.starts = torch.zeros(1, device=device)
 
     def begin(self) -> None:
         self.state.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out, _, new = self.net.step(x, self.state, self.starts)
+        h, new = self.net.advance(x, self.state)
         self.state.copy_(new)
-        return out
+        return self.net.policy(h)
 
 
 class GreedyImplicitQ(Acting):

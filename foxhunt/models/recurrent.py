@@ -44,15 +44,18 @@ class RecurrentActorCritic(nn.Module):
     def step(self, obs: torch.Tensor, state: torch.Tensor, starts: torch.Tensor
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One step of B sequences: (policy output [B, A] or [B, 1], value [B], new state)."""
-        state = state * (1.0 - starts.to(state.dtype)).view(-1, 1, 1)
+        h, new = self.advance(obs, state * (1.0 - starts.to(state.dtype)).view(-1, 1, 1))
+        return self.policy(h), self.value(h).squeeze(-1), new
+
+    def advance(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The cell's output h [B, hidden] and the new state, from `state` as it is (no sequence starts
+        here): what `step` computes before its heads, and all an acting policy needs (models/greedy.py)."""
         x = torch.relu(self.encode((obs - self.obs_mean) / self.obs_scale))
         if self.cfg.cell == "lstm":
             h, c = self.cell(x, (state[:, 0], state[:, 1]))
-            new = torch.stack((h, c), dim=1)
-        else:
-            h = self.cell(x, state[:, 0])
-            new = h.unsqueeze(1)
-        return self.policy(h), self.value(h).squeeze(-1), new
+            return h, torch.stack((h, c), dim=1)
+        h = self.cell(x, state[:, 0])
+        return h, h.unsqueeze(1)
 
     def distribution(self, out: torch.Tensor) -> torch.distributions.Distribution:
         # validate_args off: the checks read values back to the host, which a CUDA graph cannot capture

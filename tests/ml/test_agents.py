@@ -317,6 +317,29 @@ def test_ppo_runs_with_a_gru_and_with_continuous_actions():
         assert outcome.steps == 1024 and np.isfinite(outcome.history[-1]["value_loss"])
 
 
+@pytest.mark.parametrize(("cell", "continuous"), [("lstm", False), ("gru", False), ("lstm", True)])
+def test_the_acting_ppo_policy_gives_training_s_step_outputs_bit_for_bit(cell, continuous):
+    """The served policy (models/greedy.py) runs the cell and the policy head alone: over a sequence its
+    outputs and carried state are those of training's step with no sequence start, byte for byte."""
+    from foxhunt.models.greedy import GreedyRecurrent
+    from foxhunt.models.recurrent import RecurrentActorCritic
+
+    torch.manual_seed(3)
+    net = RecurrentActorCritic(msgspec.structs.replace(PpoConfig(), cell=cell), 7, 3, continuous).eval()
+    with torch.no_grad():
+        net.obs_mean.uniform_(-1.0, 1.0)
+        net.obs_scale.uniform_(0.5, 2.0)
+        torch.nn.init.normal_(net.policy.weight)  # away from the near-uniform initial policy
+    acting = GreedyRecurrent(net, torch.device("cpu"))
+    state, starts = net.initial_state(1, torch.device("cpu")), torch.zeros(1)
+    for obs in torch.randn(6, 1, 7, generator=torch.Generator().manual_seed(4)):
+        with torch.no_grad():
+            served = acting.forward(obs)
+            out, _, state = net.step(obs, state, starts)
+        assert torch.equal(served, out)
+        assert torch.equal(acting.state, state)
+
+
 # --- curiosity ------------------------------------------------------------------------------------------
 
 
