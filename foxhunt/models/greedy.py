@@ -61,15 +61,23 @@ class Acting:
 
 
 class GreedyQuantiles(Acting):
-    """Rainbow-IQN: noise off, each action's mean return over evenly spaced fractions, the largest."""
+    """Rainbow-IQN: noise off, each action's mean return over evenly spaced fractions, the largest. The
+    fractions' embedding is the same for every observation: made at `begin` (each episode, and before a
+    CUDA graph's capture), not in every step's forward; the same bytes as q_values (tests/ml/test_agents.py)."""
 
     def __init__(self, net: QuantileNetwork, device: torch.device) -> None:
         super().__init__(net, device)
         k = net.cfg.act_quantiles
         self.taus = ((torch.arange(k, dtype=torch.float32) + 0.5) / k).to(device).unsqueeze(0)
+        self.phi = torch.zeros(1, k, net.cfg.hidden, device=device)
+        self.begin()
+
+    def begin(self) -> None:
+        with torch.no_grad():
+            self.phi.copy_(self.net.embedding(self.taus))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net.q_values(x, self.taus)
+        return self.net.returns(x, self.phi).mean(dim=1)
 
 
 class GreedyRecurrent(Acting):

@@ -76,8 +76,16 @@ class QuantileNetwork(nn.Module):
                 m.resample(generator)
 
     def forward(self, obs: torch.Tensor, taus: torch.Tensor) -> torch.Tensor:
+        return self.returns(obs, self.embedding(taus))
+
+    def embedding(self, taus: torch.Tensor) -> torch.Tensor:
+        """The fractions' cosine embedding phi [B, N, H] (Dabney et al. 2018, eq. 4), which depends on
+        the fractions alone: an acting policy's, evenly spaced, is made once (models/greedy.py)."""
+        return torch.relu(self.embed(torch.cos(taus.unsqueeze(-1) * self.frequencies)))
+
+    def returns(self, obs: torch.Tensor, phi: torch.Tensor) -> torch.Tensor:
+        """Z [B, N, actions] from the observations and the fractions' embedding."""
         state = self.torso((obs - self.obs_mean) / self.obs_scale)  # [B, H]
-        phi = torch.relu(self.embed(torch.cos(taus.unsqueeze(-1) * self.frequencies)))  # [B, N, H]
         x = state.unsqueeze(1) * phi
         value, advantage = self.value(x), self.advantage(x)
         return value + advantage - advantage.mean(dim=-1, keepdim=True)

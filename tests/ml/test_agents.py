@@ -340,6 +340,23 @@ def test_the_acting_ppo_policy_gives_training_s_step_outputs_bit_for_bit(cell, c
         assert torch.equal(acting.state, state)
 
 
+def test_the_acting_rainbow_policy_gives_the_networks_mean_returns_bit_for_bit():
+    """The served Rainbow-IQN (models/greedy.py) embeds its fractions once, at `begin`: its outputs are the
+    network's q_values over those fractions, byte for byte, and follow the network after `begin`."""
+    from foxhunt.models.greedy import GreedyQuantiles
+    from foxhunt.models.iqn import QuantileNetwork
+
+    torch.manual_seed(5)
+    net = QuantileNetwork(RainbowConfig(), 7, 3).eval()
+    acting = GreedyQuantiles(net, torch.device("cpu"))
+    obs = torch.randn(1, 7, generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        assert torch.equal(acting.forward(obs), net.q_values(obs, acting.taus))
+        torch.nn.init.normal_(net.embed.weight)  # as training moves the network between evaluations
+        acting.begin()
+        assert torch.equal(acting.forward(obs), net.q_values(obs, acting.taus))
+
+
 # --- curiosity ------------------------------------------------------------------------------------------
 
 
