@@ -5,11 +5,11 @@ Why: at batch 1 the eager models' graphs spend most of a call in cuBLAS's FP32 G
 tiles and split-K reductions) and in the small kernels around them (bench/kernel_census.py). Here a linear
 layer is one kernel with what surrounds it (linear.py), and a sequence mixer (attention, the Mamba2 scan)
 one kernel a layer: a call is a dozen to two dozen kernels where eager's graph replays a hundred or more
-(the TFT 37 where eager's replays 227).
+(the TFT 12 kernels and copies where eager's replays 227: docs/benchmarks.md, session 32).
 
-Determinism: fixed tile sizes, warps and stages (no autotuning), no split reductions, no atomic
-arithmetic on values (the TFT's LSTM kernel uses atomics only as flags between its programs), so the same
-input gives the same bytes in every call and every process. The dots run as three TF32 products on
+Determinism: fixed tile sizes, warps and stages (no autotuning), no split reductions, no atomics (the
+TFT's LSTM programs pass each step's h to each other as tagged words that one store writes and one load
+reads whole), so the same input gives the same bytes in every call and every process. The dots run as three TF32 products on
 tensor cores (`tf32x3`), which keeps about FP32's accuracy, but every sum runs in another order than
 eager's: not eager's bytes (within float32 rounding of them: tests/ml/test_gpu.py). A journal records
 that a model was served this way (LoadedModel.fused) and verify serves it the same way; the environment
