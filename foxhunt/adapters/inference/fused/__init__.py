@@ -9,9 +9,9 @@ one kernel a layer: a call is a dozen to two dozen kernels where eager's graph r
 
 Determinism: fixed tile sizes, warps and stages (no autotuning), no split reductions, no atomics (the
 TFT's LSTM programs pass each step's h to each other as tagged words that one store writes and one load
-reads whole), so the same input gives the same bytes in every call and every process. The dots run as three TF32 products on
-tensor cores (`tf32x3`), which keeps about FP32's accuracy, but every sum runs in another order than
-eager's: not eager's bytes (within float32 rounding of them: tests/ml/test_gpu.py). A journal records
+reads whole), so the same input gives the same bytes in every call and every process. The dots run as
+three TF32 products on tensor cores (`tf32x3`), which keeps about FP32's accuracy, but every sum runs in
+another order than eager's: not eager's bytes (within float32 rounding of them: tests/ml/test_gpu.py). A journal records
 that a model was served this way (LoadedModel.fused) and verify serves it the same way; the environment
 fingerprint names Triton's version.
 
