@@ -245,7 +245,8 @@ def policy_runner(cfg: Config) -> PolicyRunner:
     """The torch runner of a stored trading agent, from `[models] store`, on `[scoring]`'s device."""
     from foxhunt.adapters.inference.policy import TorchPolicyRunner  # torch, as model_runner
 
-    return TorchPolicyRunner(model_store(cfg), cfg.scoring.device, cfg.scoring.threads, cfg.scoring.graph)
+    return TorchPolicyRunner(model_store(cfg), cfg.scoring.device, cfg.scoring.threads, cfg.scoring.graph,
+                             cfg.scoring.fuse)
 
 
 def run_request(cfg: Config, journal: str, feed_spec: str | None, clock_name: str | None, on_bad_row: str,

@@ -227,7 +227,8 @@ class ScoringConfig(_Section, frozen=True, kw_only=True):
     batch: int = 4  # rows per model call, padded: the symbols whose windows are ready score together
     graph: bool = True  # on a GPU, replay each model as a CUDA graph
     compile: bool = False  # on a GPU, fuse each model's forward with torch.compile inside that graph
-    fuse: bool = False  # on a GPU, serve the models foxhunt has Triton kernels for (attention, mamba2, tft) in them
+    fuse: bool = False  # on a GPU, serve in foxhunt's Triton kernels the models that have them (attention,
+    # mamba2, tft, and the Rainbow agent)
     threads: int = 1  # torch's CPU threads (a fixed number: a reduction's order may follow it)
     deadline_ms: float = 250.0  # a call that takes longer is a ModelFailed, and trading goes to REDUCING
     load_deadline_s: float = 120.0  # loading a model (graph capture and warm-up included)

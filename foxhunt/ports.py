@@ -292,12 +292,13 @@ class PolicyRunner(abc.ABC):
     """A trading agent from a model store, served on one device (adapters/inference/policy.py).
 
     - `prepare()` as ModelRunner's: the determinism settings before any CUDA work; (fingerprint, switches).
-    - `load(policy_id, feature_digest)` reads the agent, checks that its parameters hash to its manifest's
-      and that it was trained on the feature set `feature_digest`, builds it for the device, and returns
-      how it is served (a LoadedModel: its arch, window 1, `features` its observation's width, no horizons
-      or quantiles, the `symbol` it trades) with the environment it was trained in (EnvConfig: its actions, decision_every,
-      warmup). Its state starts afresh. A ModelError (what="load") where it cannot be loaded, naming it
-      and why; loading again loads it afresh.
+    - `load(policy_id, feature_digest, like=None)` reads the agent, checks that its parameters hash to its
+      manifest's and that it was trained on the feature set `feature_digest`, builds it for the device
+      (served as `like`, a journal's LoadedModel of it, was: fused or not, where given), and returns how
+      it is served (a LoadedModel: its arch, window 1, `features` its observation's width, no horizons or
+      quantiles, the `symbol` it trades) with the environment it was trained in (EnvConfig: its actions,
+      decision_every, warmup). Its state starts afresh. A ModelError (what="load") where it cannot be
+      loaded, naming it and why; loading again loads it afresh.
     - `act(observation)`: a float32 [width] observation to (action, outputs): the action as a number (a
       discrete action's index, or the continuous value before clipping) and the float32 values it was
       chosen from (action values, logits, or a continuous policy's mean). A recurrent policy carries its
@@ -311,7 +312,8 @@ class PolicyRunner(abc.ABC):
     def prepare(self) -> tuple[dict[str, str], dict[str, str]]: ...
 
     @abc.abstractmethod
-    def load(self, policy_id: str, feature_digest: str) -> tuple[LoadedModel, EnvConfig]: ...
+    def load(self, policy_id: str, feature_digest: str,
+             like: LoadedModel | None = None) -> tuple[LoadedModel, EnvConfig]: ...
 
     @abc.abstractmethod
     def act(self, observation: np.ndarray) -> tuple[float, np.ndarray]: ...

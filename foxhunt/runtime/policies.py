@@ -352,8 +352,8 @@ class PolicyCheck:
             self.fingerprint, _ = self.runner.prepare()
         self.recorded_on = msg.fingerprint
         self.strict = msg.fingerprint == self.fingerprint
-        try:  # the store's policy, its state afresh (a reload's too)
-            self.recomputing = self.runner.load(info.model_id, spec.digest())
+        try:  # the store's policy, its state afresh (a reload's too), served as the journal's was
+            self.recomputing = self.runner.load(info.model_id, spec.digest(), info)
         except ModelError as e:
             self.recomputing = e
             return

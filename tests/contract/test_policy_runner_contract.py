@@ -92,6 +92,27 @@ def test_the_same_observations_in_the_same_order_give_the_same_bytes_from_each_l
     assert (second_after_first.tobytes() != second_alone.tobytes()) == recurrent
 
 
+def test_fuse_serves_rainbow_in_foxhunt_s_kernels_on_cuda_the_others_as_they_were_and_says_which(tmp_path, device,
+                                                                                               kind):
+    """[scoring] fuse: a Rainbow agent acts in its Triton kernels on CUDA (eagerly on the CPU), the other
+    agents as without fuse; a journal's LoadedModel (`like`) says how to serve it again, whatever the
+    runner's own setting."""
+    runner, mid = runner_with(tmp_path, device, kind)
+    fusing = TorchPolicyRunner(runner.store, device, fuse=True)
+    fusing.prepare()
+    info, _ = fusing.load(mid, SPEC.digest())
+    assert info.fused == (device == "cuda" and kind[0] == "rainbow")
+    plain, _ = runner.load(mid, SPEC.digest())
+    assert not plain.fused
+    assert runner.load(mid, SPEC.digest(), like=info)[0].fused == info.fused
+    assert not fusing.load(mid, SPEC.digest(), like=plain)[0].fused
+    bytes_of_loads = []
+    for _ in range(2):
+        assert fusing.load(mid, SPEC.digest())[0].fused == info.fused
+        bytes_of_loads.append([fusing.act(x)[1].tobytes() for x in observations(8)])
+    assert bytes_of_loads[0] == bytes_of_loads[1]
+
+
 def test_what_cannot_be_served_is_a_model_error_that_says_why(tmp_path, device):
     store = LocalModelStore(tmp_path / "models")
     runner = TorchPolicyRunner(store, device)

@@ -121,3 +121,44 @@ def test_a_model_the_kernels_cannot_serve_is_named_with_the_reason(fused):
     assert fused.unfusable(forecaster("attention", 128)) is None
     with pytest.raises(ValueError, match="head width 8"):
         fused.fused(forecaster("attention", 16, heads=4), 1)
+
+
+@pytest.mark.parametrize(("layers", "actions", "fractions"), [(2, 5, 16), (3, 3, 20)])
+def test_the_fused_rainbow_policy_acts_on_the_networks_mean_returns(fused, layers, actions, fractions):
+    """Rainbow-IQN's acting policy in the kernels (fused/rainbow.py): the eager policy's mean returns
+    (GreedyQuantiles) within float32 rounding, the observation standardised, over fractions that fill
+    their tile and that do not, and again after the network's embedding moves and `begin` runs."""
+    from foxhunt.models.agent_configs import RainbowConfig
+    from foxhunt.models.greedy import GreedyQuantiles
+    from foxhunt.models.iqn import QuantileNetwork
+
+    torch.manual_seed(layers)
+    cfg = RainbowConfig(hidden=32, layers=layers, embedding=16, act_quantiles=fractions)
+    net = QuantileNetwork(cfg, 7, actions).to(DEVICE).eval()
+    with torch.no_grad():
+        net.obs_mean.uniform_(-0.5, 0.5)
+        net.obs_scale.uniform_(0.5, 2.0)
+    served, eager = fused.fused_policy(net, DEVICE), GreedyQuantiles(net, DEVICE)
+    obs = torch.randn(4, 1, 7, generator=torch.Generator().manual_seed(actions)).to(DEVICE)
+    with torch.no_grad():
+        for x in obs:
+            got = served.forward(x).clone()
+            assert got.shape == (1, actions)
+            torch.testing.assert_close(got, eager.forward(x), rtol=1e-5, atol=1e-5)
+        torch.nn.init.normal_(net.embed.weight)
+        served.begin()
+        eager.begin()
+        torch.testing.assert_close(served.forward(obs[0]), eager.forward(obs[0]), rtol=1e-5, atol=1e-5)
+
+
+def test_agents_without_kernels_are_named_with_the_reason(fused):
+    from foxhunt.models.agent_configs import PpoConfig, RainbowConfig
+    from foxhunt.models.iqn import QuantileNetwork
+    from foxhunt.models.recurrent import RecurrentActorCritic
+
+    assert fused.unfusable_policy(RecurrentActorCritic(PpoConfig(), 7, 3, False)) == (
+        "no fused kernels for the agent RecurrentActorCritic (only for Rainbow-IQN's QuantileNetwork)")
+    assert fused.unfusable_policy(QuantileNetwork(RainbowConfig(act_quantiles=200), 7, 3)) == (
+        "200 fractions to act are more than the fused kernels' 128")
+    with pytest.raises(ValueError, match="more than the fused kernels' 128"):
+        fused.fused_policy(QuantileNetwork(RainbowConfig(act_quantiles=200), 7, 3), DEVICE)

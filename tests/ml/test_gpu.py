@@ -335,6 +335,64 @@ def test_on_cuda_a_graphed_policy_acts_as_the_eager_one_bitwise_its_state_carrie
     assert play(True) == play(False)
 
 
+def test_on_cuda_the_fused_rainbow_policy_acts_within_rounding_of_eager_and_the_same_bytes_every_time(tmp_path):
+    """`fuse` on the production preset of Rainbow-IQN (fused/rainbow.py): served fused inside the graph, its
+    outputs within float32 rounding of the eager policy's over a sequence of observations, the same bytes
+    from two runners; a PPO agent under `fuse` is served as without it (no kernels for it)."""
+    from foxhunt.adapters.inference.policy import TorchPolicyRunner
+    from foxhunt.adapters.models.store import LocalModelStore
+    from foxhunt.models.agent_configs import EXTRA
+    from tests.stored import SPEC, agent_files
+
+    store = LocalModelStore(tmp_path / "models")
+    mid, stored = agent_files("rainbow", size="production")
+    store.put(mid, stored)
+    ppo, ppo_files = agent_files("ppo", size="production")
+    store.put(ppo, ppo_files)
+    obs = np.random.default_rng(3).normal(size=(64, SPEC.width + EXTRA)).astype(np.float32)
+
+    def play(fuse: bool) -> np.ndarray:
+        runner = TorchPolicyRunner(store, "cuda", fuse=fuse)
+        runner.prepare()
+        info, _ = runner.load(mid, SPEC.digest())
+        assert info.graph and info.fused == fuse
+        return np.stack([runner.act(x)[1] for x in obs])
+
+    fused, again, eager = play(True), play(True), play(False)
+    assert fused.tobytes() == again.tobytes()
+    np.testing.assert_allclose(fused, eager, rtol=1e-4, atol=1e-5)
+    runner = TorchPolicyRunner(store, "cuda", fuse=True)
+    runner.prepare()
+    assert not runner.load(ppo, SPEC.digest())[0].fused
+
+
+async def test_a_fused_rainbow_journal_verifies_fused_on_the_gpu_and_equivalent_on_the_cpu(tmp_path):
+    """A paper run of a Rainbow agent served fused (`[scoring] fuse`); its journal verified by a runner
+    configured without `fuse`: on the GPU served fused as recorded (LoadedModel.fused), identical; on the CPU
+    numerically equivalent, every action the same."""
+    from foxhunt.adapters.inference.policy import TorchPolicyRunner
+    from foxhunt.adapters.models.store import LocalModelStore
+    from foxhunt.messages.scores import ModelsLoaded
+    from foxhunt.runtime import replay
+    from foxhunt.runtime.policies import PolicyCheck
+    from foxhunt.runtime.recovery import trading_config
+    from foxhunt.runtime.scoring import ScoreCheck
+    from tests.ml.test_policies import cfg_for, of, paper_run
+    from tests.stored import agent_files
+
+    store = LocalModelStore(tmp_path / "models")
+    mid, stored = agent_files("rainbow")
+    store.put(mid, stored)
+    journal, summary, recorded = await paper_run(cfg_for(store, mid, device="cuda", fuse="true"))
+    assert of(ModelsLoaded, recorded)[0].models[0].fused
+    trading = await trading_config(journal, "j", None, None)
+    for device, expected in (("cuda", "identical"), ("cpu", "numerically equivalent, not identical")):
+        check = PolicyCheck(lambda d=device: TorchPolicyRunner(store, d), 4096)
+        verified = await replay.verify(journal, "j", trading, ScoreCheck(lambda: None, 4096, check))
+        assert verified["decisions"].startswith(expected), verified["decisions"]
+        assert verified["state_digest"] == summary["state_digest"]
+
+
 async def test_a_served_agent_s_journal_recorded_on_the_gpu_verifies_there_and_is_equivalent_on_the_cpu(agent_store):
     """The policy source on a CUDA graph in a paper run; its journal verified with every decision recomputed
     on the GPU (identical) and on the CPU (numerically equivalent, every action the same)."""

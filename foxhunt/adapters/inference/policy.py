@@ -4,7 +4,8 @@ with `graph` (the default), after `make_deterministic`, its forward is captured 
 its copies in and out (graphs.py), PPO's recurrent state in its own static buffer, updated in place inside
 the graph; a call writes the pinned observation and replays it, one launch. The same kernels as the eager
 forward, so the same bits (tests/ml/test_gpu.py); the action is chosen from the outputs on the host in
-both.
+both. With `fuse` (`[scoring] fuse`), an agent foxhunt has Triton kernels for (Rainbow-IQN: fused/
+rainbow.py) acts in them instead, inside the graph; the others as without it, the reason logged.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from typing import Any
 
 import msgspec
 import numpy as np
+import structlog
 import torch
 
 from foxhunt.adapters.inference.graphs import Captured
 from foxhunt.adapters.inference.runner import resolve_device
+from foxhunt.adapters.inference.scorer import fused_kernels
 from foxhunt.adapters.models.opening import open_agent
 from foxhunt.errors import ModelError
 from foxhunt.messages.scores import LoadedModel
@@ -25,6 +28,8 @@ from foxhunt.models.agent_configs import EnvConfig
 from foxhunt.models.determinism import fingerprint, make_deterministic
 from foxhunt.models.greedy import Acting, Greedy, choose, greedy
 from foxhunt.ports import ModelStore, PolicyRunner
+
+log = structlog.get_logger("foxhunt.inference")
 
 
 class GraphedPolicy:
@@ -47,8 +52,9 @@ class GraphedPolicy:
 
 
 class TorchPolicyRunner(PolicyRunner):
-    def __init__(self, store: ModelStore, device: str = "auto", threads: int = 1, graph: bool = True) -> None:
-        self.store, self.device, self.threads, self.graph = store, device, threads, graph
+    def __init__(self, store: ModelStore, device: str = "auto", threads: int = 1, graph: bool = True,
+                 fuse: bool = False) -> None:
+        self.store, self.device, self.threads, self.graph, self.fuse = store, device, threads, graph, fuse
         self.torch_device = torch.device("cpu")
         self.served: tuple[str, Greedy] | None = None
         self._lock = threading.Lock()  # a load and an act may come from different worker threads, one at a time
@@ -59,7 +65,8 @@ class TorchPolicyRunner(PolicyRunner):
         self.device = str(self.torch_device)
         return fingerprint(self.torch_device), switches
 
-    def load(self, policy_id: str, feature_digest: str) -> tuple[LoadedModel, EnvConfig]:
+    def load(self, policy_id: str, feature_digest: str,
+             like: LoadedModel | None = None) -> tuple[LoadedModel, EnvConfig]:
         with self._lock:
             self.served = None
             try:
@@ -68,8 +75,16 @@ class TorchPolicyRunner(PolicyRunner):
                 raise ModelError(str(e), what="load") from e
             shape = manifest.agent
             assert shape is not None
+            fuse = self.fuse if like is None else like.fused  # a journal's policy as it was served
+            fused, unfused = fused_kernels(self.torch_device) if fuse else (None, "")
+            if fused is not None:
+                unfused = fused.unfusable_policy(net) or ""
+            if unfused:
+                log.warning("policy_not_fused", policy_id=policy_id, arch=manifest.arch, reason=unfused)
             try:
                 trained: Greedy = greedy(net, self.torch_device)
+                if fused is not None and not unfused:
+                    trained = fused.fused_policy(trained.net, self.torch_device)
                 if self.graph and self.torch_device.type == "cuda":
                     trained = GraphedPolicy(trained, shape.observations, self.torch_device)
             except torch.OutOfMemoryError as e:
@@ -80,7 +95,8 @@ class TorchPolicyRunner(PolicyRunner):
             return LoadedModel(
                 model_id=policy_id, parameter_sha256=manifest.parameter_sha256, arch=manifest.arch, window=1,
                 features=shape.observations, horizons=[], quantiles=[], feature_digest=manifest.feature_set.digest,
-                batch=1, graph=isinstance(trained, GraphedPolicy), symbol=shape.symbol,
+                batch=1, graph=isinstance(trained, GraphedPolicy), fused=fused is not None and not unfused,
+                symbol=shape.symbol,
             ), msgspec.convert(shape.env, EnvConfig)
 
     def act(self, observation: np.ndarray) -> tuple[float, np.ndarray]:
@@ -96,3 +112,4 @@ class TorchPolicyRunner(PolicyRunner):
                 raise ModelError(f"policy {policy_id} failed on {self.device}: {e}") from e
             value = float(np.asarray(action, dtype=np.float64).reshape(-1)[0])
             return value, np.asarray(trained.outputs, dtype=np.float32)  # each act's own array
+

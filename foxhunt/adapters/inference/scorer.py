@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import copy
+from types import ModuleType
 
 import numpy as np
 import torch
@@ -94,14 +95,22 @@ class Scorer:
         return np.stack(out)
 
 
-def _fused_form(scorer: Scorer, batch: int) -> str:
-    """The scorer's model replaced by foxhunt's Triton kernels of it (fused/); else why not."""
-    if scorer.device.type != "cuda":
-        return "fused kernels run on CUDA only"
+def fused_kernels(device: torch.device) -> tuple[ModuleType | None, str]:
+    """foxhunt's Triton kernels (the package fused/) where `device` runs them; else None and why not."""
+    if device.type != "cuda":
+        return None, "fused kernels run on CUDA only"
     try:
         from foxhunt.adapters.inference import fused  # Triton, which CUDA builds of torch bring
     except ImportError as e:
-        return f"triton cannot be imported: {e}"
+        return None, f"triton cannot be imported: {e}"
+    return fused, ""
+
+
+def _fused_form(scorer: Scorer, batch: int) -> str:
+    """The scorer's model replaced by foxhunt's Triton kernels of it (fused/); else why not."""
+    fused, why = fused_kernels(scorer.device)
+    if fused is None:
+        return why
     if why := fused.unfusable(scorer.model):
         return why
     try:

@@ -1,5 +1,6 @@
-"""Forecasters in foxhunt's own Triton kernels: what `[scoring] fuse = true` serves on a GPU (scorer.py),
-inside the scorer's CUDA graph, for the architectures that have them (attention.py, mamba2.py, tft.py).
+"""Forecasters and agents in foxhunt's own Triton kernels: what `[scoring] fuse = true` serves on a GPU
+(scorer.py, policy.py), inside the CUDA graph of the scorer or the policy, for the architectures that have
+them (attention.py, mamba2.py, tft.py; Rainbow-IQN's acting policy, rainbow.py).
 
 Why: at batch 1 the eager models' graphs spend most of a call in cuBLAS's FP32 GEMMs at 64 rows (SIMT
 tiles and split-K reductions) and in the small kernels around them (bench/kernel_census.py). Here a linear
@@ -22,11 +23,13 @@ arithmetic (tests/ml/test_fused.py).
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
-from foxhunt.adapters.inference.fused import attention, mamba2, tft
+from foxhunt.adapters.inference.fused import attention, mamba2, rainbow, tft
 from foxhunt.adapters.inference.fused.linear import FusedForecaster
 from foxhunt.models.forecaster import Forecaster
+from foxhunt.models.greedy import GreedyQuantiles
 
 FORMS: dict[str, type[FusedForecaster]] = {"attention": attention.FusedAttention, "mamba2": mamba2.FusedMamba2,
                                            "tft": tft.FusedTft}
@@ -50,3 +53,11 @@ def fused(model: Forecaster, batch: int) -> nn.Module:
     if (why := _no_kernels(model)) is not None:
         raise ValueError(why)
     return FORMS[model.arch](model, batch)
+
+
+unfusable_policy = rainbow.unfusable  # why an agent's network cannot be served in the kernels; None where it can
+
+
+def fused_policy(net: nn.Module, device: torch.device) -> GreedyQuantiles:
+    """The agent `net`'s acting policy in foxhunt's kernels (ValueError naming why where it cannot be)."""
+    return rainbow.FusedRainbow(net, device)
