@@ -6,9 +6,11 @@ with 32 fractions to act, PPO's LSTM of 256 stepped once a decision, IQL 512 x 3
 in alternating blocks on a GPU: the runner's CUDA graph, and the same runner eager. Each way acts on the
 same sequence of observations from a fresh load, and the bench checks that the graph's actions and outputs
 are the eager ones' bit for bit (PPO's state carried through both). Determinism on. The weights are the
-seed's initial ones: latency does not depend on their values.
+seed's initial ones: latency does not depend on their values. With --fuse, a third way for the agents
+foxhunt has Triton kernels for (Rainbow-IQN: adapters/inference/fused/rainbow.py), `[scoring] fuse`'s graph,
+its outputs' largest difference from eager's reported (not eager's bits).
 
-    python bench/policy_latency.py --device cuda [--calls 10000] [--out DIR]      (on the H200)
+    python bench/policy_latency.py --device cuda [--calls 10000] [--fuse] [--out DIR]      (on the H200)
     python bench/policy_latency.py --device cpu --calls 2000                       (here)
 """
 
@@ -42,6 +44,7 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=10_000)
     p.add_argument("--block", type=int, default=500)
     p.add_argument("--kinds", default=",".join(KINDS))
+    p.add_argument("--fuse", action="store_true", help="also the fused way, for the agents that have kernels")
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     args = p.parse_args()
     obs = np.random.default_rng(0).normal(size=(args.block, SPEC.width + EXTRA)).astype(np.float32)
@@ -52,17 +55,22 @@ def main() -> None:
             arch, continuous = KINDS[name]
             mid, files = agent_files(arch, continuous=continuous, size=args.size)
             store.put(mid, files)
-            graphs = [True, False] if args.device.startswith("cuda") else [False]
+            cuda = args.device.startswith("cuda")
+            forms = {"graph": (True, False), "eager": (False, False)} if cuda else {"eager": (False, False)}
+            if cuda and args.fuse:
+                forms["fused"] = (True, True)
             ways = {}
-            for graph in graphs:
-                runner = TorchPolicyRunner(store, args.device, threads=1, graph=graph)
+            for way, (graph, fuse) in forms.items():
+                runner = TorchPolicyRunner(store, args.device, threads=1, graph=graph, fuse=fuse)
                 report["environment"], _ = runner.prepare()
-                runner.load(mid, SPEC.digest())
-                ways["graph" if graph else "eager"] = runner
-            played = {}
+                if runner.load(mid, SPEC.digest())[0].fused or not fuse:
+                    ways[way] = runner
+            played, outputs = {}, {}
             for way, runner in ways.items():  # the same sequence from a fresh load: the same bytes?
                 runner.load(mid, SPEC.digest())
-                played[way] = b"".join(np.float64(a).tobytes() + o.tobytes() for a, o in map(runner.act, obs[:64]))
+                acts = [runner.act(x) for x in obs[:64]]
+                played[way] = b"".join(np.float64(a).tobytes() + o.tobytes() for a, o in acts)
+                outputs[way] = np.stack([o for _, o in acts])
             took: dict[str, list[int]] = {way: [] for way in ways}
             clock = time.perf_counter_ns
             while len(took[next(iter(ways))]) < args.calls:
@@ -76,6 +84,9 @@ def main() -> None:
             if "graph" in ways:
                 out["graph_equals_eager_bitwise"] = played["graph"] == played["eager"]
                 out["eager_over_graph_p50"] = round(out["eager"]["p50_us"] / out["graph"]["p50_us"], 2)
+            if "fused" in ways:
+                out["fused_largest_difference_from_eager"] = float(np.abs(outputs["fused"] - outputs["eager"]).max())
+                out["graph_over_fused_p50"] = round(out["graph"]["p50_us"] / out["fused"]["p50_us"], 2)
             report[name] = out
             print(name, json.dumps(out), flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)
