@@ -95,6 +95,6 @@ class FusedRainbow(GreedyQuantiles):
         n, k, actions = self.hidden.shape[0], self.hidden.shape[1], self.q.shape[1]
         dueling_kernel[(1,)](self.hidden, self.out_w, self.out_b, self.q, N=n, K=k, A=actions,
                              BLOCK_N=max(16, triton.next_power_of_2(n)),
-                             BLOCK_A=max(16, triton.next_power_of_2(actions + 1)), BLOCK_K=32, PRECISION=PRECISION,
+                             BLOCK_A=max(16, triton.next_power_of_2(actions + 1)), BLOCK_K=64, PRECISION=PRECISION,
                              num_warps=WARPS)
         return self.q
