@@ -21,7 +21,7 @@ PRECISION = "tf32x3"  # the dots: three TF32 products (about FP32's accuracy) on
 BLOCK_M, WARPS, STAGES = 16, 4, 3  # fixed: other tile settings give other bytes
 NO_NORM, LAYER_NORM, RMS_NORM = 0, 1, 2
 LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, which the models keep
-NO_ACT, GELU, ELU, RELU = 0, 1, 2, 3
+NO_ACT, GELU, ELU = 0, 1, 2
 MAX_WINDOW = 128  # a window's rows are one tile of the sequence kernels, window x window values in registers
 
 
@@ -38,16 +38,14 @@ def unsuited(window: int, **widths: int) -> str | None:
 
 @triton.jit
 def linear_kernel(x_ptr, w_ptr, b_ptr, y_ptr, add_ptr, g_ptr, beta_ptr, mean_ptr, scale_ptr, out_scale_ptr,
-                  in_scale_ptr, rows, x_stride, y_stride, add_stride, add_period, eps, x_group, y_group,
+                  rows, x_stride, y_stride, add_stride, add_period, eps, x_group, y_group,
                   N: tl.constexpr, K: tl.constexpr, NORM: tl.constexpr, STANDARDIZE: tl.constexpr,
-                  IN_SCALE: tl.constexpr, BIAS: tl.constexpr, ACT: tl.constexpr, ADD: tl.constexpr,
-                  OUT_SCALE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  PRECISION: tl.constexpr):
+                  BIAS: tl.constexpr, ACT: tl.constexpr, ADD: tl.constexpr, OUT_SCALE: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):
     """y[r, :] = f(x[r, :]) @ w.T (+ b with BIAS) for the rows r < rows: f is LayerNorm (g, beta) with NORM 1
     (nn.LayerNorm: mean and biased variance), RMSNorm (g) with NORM 2 (nn.RMSNorm), the standardisation
-    (x - mean) / scale with STANDARDIZE, x times in_scale (a value per column) with IN_SCALE; then GELU
-    (erf) with ACT 1, ELU with ACT 2, ReLU with ACT 3, + add[r % add_period, :] with ADD, * out_scale with
-    OUT_SCALE. w is [N, K] (nn.Linear's weight); a row's K values are contiguous.
+    (x - mean) / scale with STANDARDIZE; then GELU (erf) with ACT 1, ELU with ACT 2, + add[r % add_period, :]
+    with ADD, * out_scale with OUT_SCALE. w is [N, K] (nn.Linear's weight); a row's K values are contiguous.
     Group program_id(2) reads x from x_group values on, its own w [N, K] and b [N], writes y from y_group on."""
     group = tl.program_id(2)
     x_ptr += group * x_group
@@ -94,8 +92,6 @@ def linear_kernel(x_ptr, w_ptr, b_ptr, y_ptr, add_ptr, g_ptr, beta_ptr, mean_ptr
             mu = tl.load(mean_ptr + ks, mask=k_ok, other=0.0)
             sd = tl.load(scale_ptr + ks, mask=k_ok, other=1.0)
             a = (a - mu[None, :]) / sd[None, :]
-        if IN_SCALE:
-            a = a * tl.load(in_scale_ptr + ks, mask=k_ok, other=0.0)[None, :]
         a = tl.where(inside, a, 0.0)
         # [BLOCK_N, BLOCK_K] along w's rows, where k is contiguous (coalesced), transposed for the dot
         w = tl.load(w_ptr + cols[:, None] * K + ks[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
@@ -106,8 +102,6 @@ def linear_kernel(x_ptr, w_ptr, b_ptr, y_ptr, add_ptr, g_ptr, beta_ptr, mean_ptr
         acc = 0.5 * acc * (1.0 + tl.math.erf(acc * 0.7071067811865476))
     if ACT == 2:  # ELU, F.elu's (alpha 1)
         acc = tl.where(acc > 0.0, acc, tl.exp(acc) - 1.0)
-    if ACT == 3:  # ReLU
-        acc = tl.maximum(acc, 0.0)
     out_ok = row_ok[:, None] & col_ok[None, :]
     if ADD:
         acc += tl.load(add_ptr + (r % add_period)[:, None] * add_stride + cols[None, :], mask=out_ok, other=0.0)
@@ -125,13 +119,11 @@ def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, y: torch.Te
            norm: tuple[int, torch.Tensor, torch.Tensor | None, float] | None = None,
            standardize: tuple[torch.Tensor, torch.Tensor] | None = None, act: int = NO_ACT,
            add: torch.Tensor | None = None, add_period: int | None = None, out_scale: torch.Tensor | None = None,
-           in_scale: torch.Tensor | None = None, groups: tuple[int, int, int] | None = None, block_n: int = 64,
-           block_k: int = 32) -> None:
+           groups: tuple[int, int, int] | None = None, block_n: int = 64, block_k: int = 32) -> None:
     """y = post(pre(x) @ w.T + b) over x's rows (linear_kernel); x's rows may be strided, their values not.
-    `norm`: (LAYER_NORM or RMS_NORM, weight, bias or None, eps); `standardize`: (mean, scale); `in_scale`:
-    [K] values the inputs are multiplied by; `act`: GELU, ELU or RELU. `groups`: (count, x_group,
-    y_group), w [count, N, K] and b [count, N], group g's input from x_group * g values past x's first, its
-    output from y_group * g past y's."""
+    `norm`: (LAYER_NORM or RMS_NORM, weight, bias or None, eps); `standardize`: (mean, scale); `act`: GELU
+    or ELU. `groups`: (count, x_group, y_group), w [count, N, K] and b [count, N], group g's input from
+    x_group * g values past x's first, its output from y_group * g past y's."""
     rows, (n, k) = x.shape[0], w.shape[-2:]
     count, x_group, y_group = groups if groups is not None else (1, 0, 0)
     unused = w  # a pointer for the kernel's arguments its flags leave unread
@@ -141,10 +133,9 @@ def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, y: torch.Te
     linear_kernel[grid](
         x, w, b if b is not None else unused, y, add if add is not None else unused, g,
         beta if beta is not None else unused, mean, scale, out_scale if out_scale is not None else unused,
-        in_scale if in_scale is not None else unused, rows, x.stride(0), y.stride(0),
-        add.stride(0) if add is not None else 0, add_period or rows, eps, x_group, y_group,
-        N=n, K=k, NORM=kind, STANDARDIZE=standardize is not None, IN_SCALE=in_scale is not None,
-        BIAS=b is not None, ACT=act,
+        rows, x.stride(0), y.stride(0), add.stride(0) if add is not None else 0, add_period or rows, eps,
+        x_group, y_group,
+        N=n, K=k, NORM=kind, STANDARDIZE=standardize is not None, BIAS=b is not None, ACT=act,
         ADD=add is not None, OUT_SCALE=out_scale is not None, BLOCK_M=BLOCK_M, BLOCK_N=block_n, BLOCK_K=block_k,
         PRECISION=PRECISION, num_warps=WARPS, num_stages=STAGES,
     )
