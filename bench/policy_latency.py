@@ -8,9 +8,11 @@ same sequence of observations from a fresh load, and the bench checks that the g
 are the eager ones' bit for bit (PPO's state carried through both). Determinism on. The weights are the
 seed's initial ones: latency does not depend on their values. With --fuse, a third way for the agents
 foxhunt has Triton kernels for (Rainbow-IQN: adapters/inference/fused/rainbow.py), `[scoring] fuse`'s graph,
-its outputs' largest difference from eager's reported (not eager's bits).
+its outputs' largest difference from eager's reported (not eager's bits). With --compile, another:
+`torch.compile(mode="reduce-overhead")` of the eager policy's forward (which captures CUDA graphs of its
+own), behind eager's copies, compiled before timing, its largest difference from eager's reported.
 
-    python bench/policy_latency.py --device cuda [--calls 10000] [--fuse] [--out DIR]      (on the H200)
+    python bench/policy_latency.py --device cuda [--calls 10000] [--fuse] [--compile] [--out DIR] (the H200)
     python bench/policy_latency.py --device cpu --calls 2000                       (here)
 """
 
@@ -25,6 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 from latency import percentiles  # bench/latency.py
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/stored.py: a stored agent's files
@@ -33,6 +36,14 @@ from foxhunt.adapters.inference.policy import TorchPolicyRunner
 from foxhunt.adapters.models.store import LocalModelStore
 from foxhunt.models.agent_configs import EXTRA
 from tests.stored import SPEC, agent_files
+
+def serve(runner: TorchPolicyRunner, mid: str, compiled: bool) -> None:
+    """A fresh load of the agent `mid`; with `compiled`, its eager policy's forward compiled."""
+    runner.load(mid, SPEC.digest())
+    if compiled:
+        _, policy = runner.served
+        policy.forward = torch.compile(policy.forward, mode="reduce-overhead")
+
 
 KINDS = {"rainbow": ("rainbow", False), "ppo": ("ppo", False), "ppo-continuous": ("ppo", True), "iql": ("iql", False)}
 
@@ -45,6 +56,7 @@ def main() -> None:
     p.add_argument("--block", type=int, default=500)
     p.add_argument("--kinds", default=",".join(KINDS))
     p.add_argument("--fuse", action="store_true", help="also the fused way, for the agents that have kernels")
+    p.add_argument("--compile", action="store_true", help="also torch.compile(mode='reduce-overhead') of eager")
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     args = p.parse_args()
     obs = np.random.default_rng(0).normal(size=(args.block, SPEC.width + EXTRA)).astype(np.float32)
@@ -59,6 +71,8 @@ def main() -> None:
             forms = {"graph": (True, False), "eager": (False, False)} if cuda else {"eager": (False, False)}
             if cuda and args.fuse:
                 forms["fused"] = (True, True)
+            if cuda and args.compile:
+                forms["compiled"] = (False, False)
             ways = {}
             for way, (graph, fuse) in forms.items():
                 runner = TorchPolicyRunner(store, args.device, threads=1, graph=graph, fuse=fuse)
@@ -67,10 +81,13 @@ def main() -> None:
                     ways[way] = runner
             played, outputs = {}, {}
             for way, runner in ways.items():  # the same sequence from a fresh load: the same bytes?
-                runner.load(mid, SPEC.digest())
+                started = time.perf_counter()
+                serve(runner, mid, compiled=way == "compiled")
                 acts = [runner.act(x) for x in obs[:64]]
                 played[way] = b"".join(np.float64(a).tobytes() + o.tobytes() for a, o in acts)
                 outputs[way] = np.stack([o for _, o in acts])
+                if way == "compiled":  # the first calls compiled it
+                    report.setdefault(name, {})["compile_seconds"] = round(time.perf_counter() - started, 1)
             took: dict[str, list[int]] = {way: [] for way in ways}
             clock = time.perf_counter_ns
             while len(took[next(iter(ways))]) < args.calls:
@@ -84,9 +101,10 @@ def main() -> None:
             if "graph" in ways:
                 out["graph_equals_eager_bitwise"] = played["graph"] == played["eager"]
                 out["eager_over_graph_p50"] = round(out["eager"]["p50_us"] / out["graph"]["p50_us"], 2)
-            if "fused" in ways:
-                out["fused_largest_difference_from_eager"] = float(np.abs(outputs["fused"] - outputs["eager"]).max())
-                out["graph_over_fused_p50"] = round(out["graph"]["p50_us"] / out["fused"]["p50_us"], 2)
+            for way in ("fused", "compiled"):
+                if way in ways:
+                    out[f"{way}_largest_difference_from_eager"] = float(np.abs(outputs[way] - outputs["eager"]).max())
+                    out[f"graph_over_{way}_p50"] = round(out["graph"]["p50_us"] / out[way]["p50_us"], 2)
             report[name] = out
             print(name, json.dumps(out), flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)
