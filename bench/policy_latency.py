@@ -6,13 +6,18 @@ with 32 fractions to act, PPO's LSTM of 256 stepped once a decision, IQL 512 x 3
 in alternating blocks on a GPU: the runner's CUDA graph, and the same runner eager. Each way acts on the
 same sequence of observations from a fresh load, and the bench checks that the graph's actions and outputs
 are the eager ones' bit for bit (PPO's state carried through both). Determinism on. The weights are the
-seed's initial ones: latency does not depend on their values. With --fuse, a third way for the agents
-foxhunt has Triton kernels for (Rainbow-IQN: adapters/inference/fused/rainbow.py), `[scoring] fuse`'s graph,
-its outputs' largest difference from eager's reported (not eager's bits). With --compile, another:
-`torch.compile(mode="reduce-overhead")` of the eager policy's forward (which captures CUDA graphs of its
-own), behind eager's copies, compiled before timing, its largest difference from eager's reported.
+seed's initial ones: latency does not depend on their values. `--ways` adds others:
 
-    python bench/policy_latency.py --device cuda [--calls 10000] [--fuse] [--compile] [--out DIR] (the H200)
+- fused: `[scoring] fuse`'s graph, for the agents foxhunt has Triton kernels for (Rainbow-IQN:
+  adapters/inference/fused/rainbow.py), its outputs' largest difference from eager's reported (not
+  eager's bits);
+- compiled: `torch.compile(mode="reduce-overhead")` of the eager policy's forward (which captures CUDA
+  graphs of its own) behind eager's copies, compiled before timing, its largest difference reported. In
+  a process apart from the graphs (`--ways eager,compiled`): torch 2.11's compiled graphs crashed beside
+  the runner's own in one process, as the forecasters' did (bench/inference_latency.py).
+
+    python bench/policy_latency.py --device cuda [--calls 10000] [--ways graph,eager,fused] [--out DIR]  (H200)
+    python bench/policy_latency.py --device cuda --ways eager,compiled
     python bench/policy_latency.py --device cpu --calls 2000                       (here)
 """
 
@@ -45,6 +50,7 @@ def serve(runner: TorchPolicyRunner, mid: str, compiled: bool) -> None:
         policy.forward = torch.compile(policy.forward, mode="reduce-overhead")
 
 
+FORMS = {"graph": (True, False), "eager": (False, False), "fused": (True, True), "compiled": (False, False)}
 KINDS = {"rainbow": ("rainbow", False), "ppo": ("ppo", False), "ppo-continuous": ("ppo", True), "iql": ("iql", False)}
 
 
@@ -55,8 +61,7 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=10_000)
     p.add_argument("--block", type=int, default=500)
     p.add_argument("--kinds", default=",".join(KINDS))
-    p.add_argument("--fuse", action="store_true", help="also the fused way, for the agents that have kernels")
-    p.add_argument("--compile", action="store_true", help="also torch.compile(mode='reduce-overhead') of eager")
+    p.add_argument("--ways", default="graph,eager", help="of graph, eager, fused, compiled (module docstring)")
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     args = p.parse_args()
     obs = np.random.default_rng(0).normal(size=(args.block, SPEC.width + EXTRA)).astype(np.float32)
@@ -67,12 +72,8 @@ def main() -> None:
             arch, continuous = KINDS[name]
             mid, files = agent_files(arch, continuous=continuous, size=args.size)
             store.put(mid, files)
-            cuda = args.device.startswith("cuda")
-            forms = {"graph": (True, False), "eager": (False, False)} if cuda else {"eager": (False, False)}
-            if cuda and args.fuse:
-                forms["fused"] = (True, True)
-            if cuda and args.compile:
-                forms["compiled"] = (False, False)
+            forms = {way: FORMS[way] for way in args.ways.split(",")} if args.device.startswith("cuda") else {
+                "eager": FORMS["eager"]}
             ways = {}
             for way, (graph, fuse) in forms.items():
                 runner = TorchPolicyRunner(store, args.device, threads=1, graph=graph, fuse=fuse)
@@ -98,13 +99,14 @@ def main() -> None:
                         act(obs[i])
                         took[way].append(clock() - t0)
             out = report.setdefault(name, {}) | {way: percentiles(ns) for way, ns in took.items()}
-            if "graph" in ways:
+            if "graph" in ways and "eager" in ways:
                 out["graph_equals_eager_bitwise"] = played["graph"] == played["eager"]
-                out["eager_over_graph_p50"] = round(out["eager"]["p50_us"] / out["graph"]["p50_us"], 2)
             for way in ("fused", "compiled"):
-                if way in ways:
+                if way in ways and "eager" in ways:
                     out[f"{way}_largest_difference_from_eager"] = float(np.abs(outputs[way] - outputs["eager"]).max())
-                    out[f"graph_over_{way}_p50"] = round(out["graph"]["p50_us"] / out[way]["p50_us"], 2)
+            if "eager" in ways:
+                for way in ways.keys() - {"eager"}:
+                    out[f"eager_over_{way}_p50"] = round(out["eager"]["p50_us"] / out[way]["p50_us"], 2)
             report[name] = out
             print(name, json.dumps(out), flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)
