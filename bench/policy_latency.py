@@ -42,6 +42,7 @@ from foxhunt.adapters.models.store import LocalModelStore
 from foxhunt.models.agent_configs import EXTRA
 from tests.stored import SPEC, agent_files
 
+
 def serve(runner: TorchPolicyRunner, mid: str, compiled: bool) -> None:
     """A fresh load of the agent `mid`; with `compiled`, its eager policy's forward compiled."""
     runner.load(mid, SPEC.digest())

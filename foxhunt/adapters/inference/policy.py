@@ -112,4 +112,3 @@ class TorchPolicyRunner(PolicyRunner):
                 raise ModelError(f"policy {policy_id} failed on {self.device}: {e}") from e
             value = float(np.asarray(action, dtype=np.float64).reshape(-1)[0])
             return value, np.asarray(trained.outputs, dtype=np.float32)  # each act's own array
-
