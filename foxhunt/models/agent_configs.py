@@ -74,12 +74,16 @@ def observe(out: np.ndarray, row: np.ndarray, position: int, size: int, unrealiz
     points of `notional` (the full position's notional at the first price), and 1.0 where the gate denied
     an order since the last decision."""
     width = row.shape[0]
-    bp = 1e4 / notional
     out[:width] = row
-    out[width] = position / size
-    out[width + 1] = unrealized * bp
-    out[width + 2] = equity * bp
-    out[width + 3] = 1.0 if denied else 0.0
+    out[width:] = extras(position, size, unrealized, equity, notional, denied)
+
+
+def extras(position: int, size: int, unrealized: int, equity: int, notional: int,
+           denied: bool) -> tuple[float, float, float, float]:
+    """The EXTRA values of an observation after its feature row (`observe`), as float64: a vector of
+    episodes gathers them into one array."""
+    bp = 1e4 / notional
+    return position / size, unrealized * bp, equity * bp, 1.0 if denied else 0.0
 
 
 def fraction_of(action: Any, cfg: EnvConfig) -> tuple[float, float]:

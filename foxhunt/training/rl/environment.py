@@ -35,7 +35,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 from foxhunt.config import TradingConfig
 from foxhunt.errors import ConfigError
-from foxhunt.models.agent_configs import EXTRA, EXTRA_SCALE, EnvConfig, fraction_of, observe
+from foxhunt.models.agent_configs import EXTRA, EXTRA_SCALE, EnvConfig, fraction_of
 from foxhunt.training.rl.episode import Engine, Episode, check
 from foxhunt.training.rl.market import Market
 
@@ -71,21 +71,13 @@ class _Core:
         return Episode(self.market, self.trading, self.engine, cfg, start, self.policy_id, record)
 
     def observe(self, ep: Episode, out: np.ndarray, denied: bool) -> None:
-        observe(out, self.market.rows[ep.index], ep.position, ep.size, ep.unrealized, ep.kernel.portfolio.equity,
-                ep.notional, denied)
+        out[: self.width - EXTRA] = self.market.rows[ep.index]
+        out[self.width - EXTRA :] = ep.extras(denied)
 
     def step(self, ep: Episode, action: Any, sha: str = "") -> tuple[float, bool, bool, bool]:
-        """(reward, terminated, truncated, denied) of one step of `ep`."""
+        """(reward, terminated, truncated, denied) of one step of `ep` (Episode.step)."""
         fraction, value = fraction_of(action, self.cfg)
-        equity, denials = ep.kernel.portfolio.equity, ep.kernel.orders.denied
-        ep.act(fraction, value, sha)
-        more = ep.advance()
-        held = ep.position / ep.size
-        reward = (ep.kernel.portfolio.equity - equity) * 1e4 / ep.notional - self.cfg.risk_penalty * held * held
-        terminated = ep.halted
-        truncated = not terminated and (not more or ep.steps >= self.cfg.episode_steps
-                                        or ep.index + 1 >= len(self.market))
-        return reward, terminated, truncated, ep.kernel.orders.denied != denials
+        return ep.step(fraction, value, sha)
 
 
 class TradingEnv(gym.Env):
@@ -153,23 +145,32 @@ class VectorTradingEnv(VectorEnv):
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
         n, core, sha = self.num_envs, self.core, self.parameter_sha256
-        rewards = np.empty(n, dtype=np.float64)
-        terminated = np.zeros(n, dtype=np.bool_)
-        truncated = np.zeros(n, dtype=np.bool_)
+        decisions = [fraction_of(a, core.cfg) for a in actions]
+        if len(decisions) != n:
+            raise ValueError(f"{len(decisions)} actions for {n} environments")
+        steps = [ep.step(fraction, value, sha) for ep, (fraction, value) in zip(self.episodes, decisions)]
+        rewards = np.array([s[0] for s in steps], dtype=np.float64)
+        terminated = np.array([s[1] for s in steps], dtype=np.bool_)
+        truncated = np.array([s[2] for s in steps], dtype=np.bool_)
+        self._observe_all([s[3] for s in steps])
         final_obs: list[np.ndarray | None] = [None] * n
         ended: list[dict | None] = [None] * n
-        for i in range(n):
+        for i in np.flatnonzero(terminated | truncated):
             ep = self.episodes[i]
-            rewards[i], terminated[i], truncated[i], denied = core.step(ep, actions[i], sha)
-            core.observe(ep, self.obs[i], denied)
-            if terminated[i] or truncated[i]:
-                final_obs[i], ended[i] = self.obs[i].copy(), ep.summary()
-                self.episodes[i] = ep = core.start(self.rngs[i], None, False)
-                core.observe(ep, self.obs[i], False)
+            final_obs[i], ended[i] = self.obs[i].copy(), ep.summary()
+            self.episodes[i] = ep = core.start(self.rngs[i], None, False)
+            core.observe(ep, self.obs[i], False)
         infos: dict[str, Any] = {}
         if any(e is not None for e in ended):
             infos = {"final_obs": final_obs, "episode": ended}
         return self.obs.copy(), rewards, terminated, truncated, infos
+
+    def _observe_all(self, denied: list[bool]) -> None:
+        """Every episode's observation into `obs`, as `_Core.observe` makes one: the feature rows gathered
+        at once, then the extras."""
+        width = self.core.width - EXTRA
+        self.obs[:, :width] = self.core.market.rows[[ep.index for ep in self.episodes]]
+        self.obs[:, width:] = [ep.extras(d) for ep, d in zip(self.episodes, denied)]
 
 
 def reached(next_obs: np.ndarray, infos: dict) -> np.ndarray:

@@ -10,21 +10,22 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import NamedTuple, Protocol
+from typing import Final, NamedTuple, Protocol
 
 from foxhunt.config import TradingConfig
 from foxhunt.core.kernel import Kernel
 from foxhunt.core.risk.gate import reference_price
 from foxhunt.errors import ConfigError, JournalMismatch, JournalNotFound
 from foxhunt.messages.base import Derived, Input, Message, nanos
+from foxhunt.messages.fixed_point import ratio
 from foxhunt.messages.market import MarketData
 from foxhunt.messages.scores import PolicyActed
 from foxhunt.messages.system import RunStarted, TradingState
-from foxhunt.models.agent_configs import EnvConfig, notional
+from foxhunt.models.agent_configs import EnvConfig, extras, notional
 from foxhunt.ports import Clock, JournalStore, Venue
 from foxhunt.training.rl.market import Market
 
-_HALTED = TradingState.HALTED
+_HALTED: Final = TradingState.HALTED
 
 
 class MarketClock(Clock, Protocol):
@@ -156,6 +157,29 @@ class Episode:
             self._market(data[self.index])
         self.steps += 1
         return True
+
+    def step(self, fraction: float, action: float, parameter_sha256: str = "") -> tuple[float, bool, bool, bool]:
+        """One step of the trading environment (environment.py): the agent's decision (`act`), then the next
+        events (`advance`). Returns (reward, terminated, truncated, denied): the change in the kernel's
+        equity in basis points of the full position's notional, less `risk_penalty` times the squared
+        fraction held; terminated where trading is HALTED; truncated at the episode's length or the end of
+        the data; denied where the gate denied an order in the step."""
+        portfolio, orders, cfg = self.kernel.portfolio, self.kernel.orders, self.cfg
+        equity, denials = portfolio.equity, orders.denied
+        self.act(fraction, action, parameter_sha256)
+        more = self.advance()
+        held = ratio(self.position, self.size)
+        gain = (portfolio.equity - equity) * 1e4 / self.notional  # float division: a float over an int
+        reward = gain - cfg.risk_penalty * held * held
+        terminated = self.halted
+        truncated = not terminated and (not more or self.steps >= cfg.episode_steps
+                                        or self.index + 1 >= len(self.market.data))
+        return reward, terminated, truncated, orders.denied != denials
+
+    def extras(self, denied: bool) -> tuple[float, float, float, float]:
+        """The observation's values after its feature row (models/agent_configs.py, `observe`), where the
+        gate denied an order in the last step or not."""
+        return extras(self.position, self.size, self.unrealized, self.kernel.portfolio.equity, self.notional, denied)
 
     @property
     def position(self) -> int:
