@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Final, cast
 
 import msgspec
 
@@ -51,7 +51,22 @@ class OrderStatus(Enum):
 
 
 S = OrderStatus
-OPEN_STATUSES = frozenset({S.SUBMITTED, S.ACCEPTED, S.PARTIALLY_FILLED})
+OPEN_STATUSES: Final = frozenset({S.SUBMITTED, S.ACCEPTED, S.PARTIALLY_FILLED})
+# the statuses and reports the order path compares with, as Final names: compiled by mypyc, a Final is a C
+# static, where `S.FILLED` is a lookup through the Enum class (0.1 us) and a module global one in a namespace
+_INITIALIZED: Final = S.INITIALIZED
+_DENIED: Final = S.DENIED
+_SUBMITTED: Final = S.SUBMITTED
+_PARTIALLY_FILLED: Final = S.PARTIALLY_FILLED
+_FILLED: Final = S.FILLED
+_CANCELED: Final = S.CANCELED
+_EXPIRED: Final = S.EXPIRED
+_BUY: Final = Side.BUY
+_LIMIT: Final = OrderType.LIMIT
+_FILL: Final = OrderFilled
+_PARTIAL_FILL: Final = OrderPartiallyFilled
+_ACCEPTED_REPORT: Final = OrderAccepted
+_REPLACED_REPORT: Final = OrderReplaced
 
 # (status, event type) -> next status. Working orders may also be denied a cancel or replace by the gate,
 # or by the venue (OrderCancelRejected): both leave them as they are. A cancel reject can also arrive
@@ -65,7 +80,7 @@ _WORKING_EXITS = {
     OrderCanceled: S.CANCELED,
     OrderExpired: S.EXPIRED,
 }
-TRANSITIONS: dict[tuple[OrderStatus, type], OrderStatus] = {
+TRANSITIONS: Final[dict[tuple[OrderStatus, type], OrderStatus]] = {
     (S.INITIALIZED, OrderDenied): S.DENIED,
     (S.INITIALIZED, OrderSubmitted): S.SUBMITTED,
     (S.SUBMITTED, OrderAccepted): S.ACCEPTED,
@@ -132,9 +147,32 @@ class Order:
     # order: every execution at or below it is in what is booked
     covered_qty: int = 0
 
+    # Written out, not left to @dataclass: compiled by mypyc, the generated __init__ would run as Python
+    # (Order.from_command 576 ns, against 344 written out); the fields and defaults are those declared above.
+    def __init__(self, order_id: str, strategy_id: str, symbol: str, side: Side, order_type: OrderType,
+                 quantity: int, price: int | None, trigger_price: int | None, time_in_force: TimeInForce,
+                 reduce_only: bool, status: OrderStatus = OrderStatus.INITIALIZED, filled_qty: int = 0,
+                 venue_order_id: str = "", uncertain: bool = False,
+                 executions: dict[str, tuple[int | None, int, int]] | None = None, covered_qty: int = 0) -> None:
+        self.order_id = order_id
+        self.strategy_id = strategy_id
+        self.symbol = symbol
+        self.side = side
+        self.order_type = order_type
+        self.quantity = quantity
+        self.price = price
+        self.trigger_price = trigger_price
+        self.time_in_force = time_in_force
+        self.reduce_only = reduce_only
+        self.status = status
+        self.filled_qty = filled_qty
+        self.venue_order_id = venue_order_id
+        self.uncertain = uncertain
+        self.executions = {} if executions is None else executions
+        self.covered_qty = covered_qty
+
     @classmethod
     def from_command(cls, cmd: SubmitOrder) -> Order:
-        # positional, in the order of the fields above: a third of the time of the same call by keyword
         return cls(cmd.order_id, cmd.strategy_id, cmd.symbol, cmd.side, cmd.order_type, cmd.quantity, cmd.price,
                    cmd.trigger_price, cmd.time_in_force, cmd.reduce_only)
 
@@ -149,12 +187,12 @@ class Order:
     @property
     def unacknowledged(self) -> bool:
         """Sent to the venue, and neither acknowledged nor answered yet."""
-        return self.status is S.SUBMITTED
+        return self.status is _SUBMITTED
 
     def apply(self, event: OrderEvent) -> None:
         kind = type(event)  # messages are final classes: exact types, as the transition table has them
         self.status = TRANSITIONS.get((self.status, kind)) or next_status(self.status, event)  # which raises
-        if kind is OrderFilled or kind is OrderPartiallyFilled:
+        if kind is _FILL or kind is _PARTIAL_FILL:
             fill = cast(OrderFilled, event)
             self.filled_qty += fill.last_qty
             if self.filled_qty > self.quantity:
@@ -170,12 +208,12 @@ class Order:
             # for the rest, until the venue says what became of it; a fill behind the order's cancel or
             # expiry leaves it closed.
             if self.filled_qty == self.quantity:
-                self.status = S.FILLED
-            elif self.status is not S.CANCELED and self.status is not S.EXPIRED:
-                self.status = S.PARTIALLY_FILLED
-        elif kind is OrderAccepted:
+                self.status = _FILLED
+            elif self.status is not _CANCELED and self.status is not _EXPIRED:
+                self.status = _PARTIALLY_FILLED
+        elif kind is _ACCEPTED_REPORT:
             self.venue_order_id = cast(OrderAccepted, event).venue_order_id
-        elif kind is OrderReplaced:
+        elif kind is _REPLACED_REPORT:
             replaced = cast(OrderReplaced, event)
             self.quantity = replaced.quantity
             self.price = replaced.price
@@ -228,14 +266,14 @@ def refusal(order: Order | None, report: OrderEvent) -> str:
         return f"symbol {report.symbol} is not the order's {order.symbol}"
     if (order.status, type(report)) not in TRANSITIONS:
         return f"{type(report).__name__} not allowed for an order in {order.status.value}"
-    if type(report) is OrderFilled or type(report) is OrderPartiallyFilled:
+    if type(report) is _FILL or type(report) is _PARTIAL_FILL:
         fill = cast(OrderFilled, report)
         if fill.side is not order.side:
             return f"fill side {fill.side.value} is not the order's {order.side.value}"
         if fill.last_qty <= 0 or fill.last_price <= 0:
             return f"fill of {format_fixed(fill.last_qty)} at {format_fixed(fill.last_price)}: not a trade"
-        limit = order.price if order.order_type is OrderType.LIMIT else None
-        if limit is not None and (fill.last_price > limit if order.side is Side.BUY else fill.last_price < limit):
+        limit = order.price if order.order_type is _LIMIT else None
+        if limit is not None and (fill.last_price > limit if order.side is _BUY else fill.last_price < limit):
             return f"fill at {format_fixed(fill.last_price)} beyond the order's limit {format_fixed(limit)}"
         if order.filled_qty + fill.last_qty > order.quantity:
             return (f"fill of {format_fixed(fill.last_qty)} beyond the order's {format_fixed(order.quantity)}"
@@ -280,12 +318,12 @@ class Orders:
         order.apply(event)
         if order.status in OPEN_STATUSES:
             self.open[order.order_id] = order
-        elif before in OPEN_STATUSES or before is S.INITIALIZED:  # it closed now
+        elif before in OPEN_STATUSES or before is _INITIALIZED:  # it closed now
             self.open.pop(order.order_id, None)
             self._closed(order)
 
     def _closed(self, order: Order) -> None:
-        if order.status is S.DENIED:
+        if order.status is _DENIED:
             self.denied += 1
         closed = self.closed
         closed.append(order.order_id)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Protocol, cast
+from typing import Final, Protocol, cast
 
 import anyio
 import msgspec
@@ -51,12 +51,17 @@ from foxhunt.messages.orders import (
 )
 from foxhunt.messages.system import VenueConnected
 
-DAY_NS = 86_400 * 1_000_000_000
+DAY_NS: Final = 86_400 * 1_000_000_000
 # members used on the order path, looked up once: an Enum member read through its class costs about 75 ns on
-# Python 3.11 (EnumType.__getattr__ keeps the lookup from being specialised), a module global about 5
-_BUY, _MARKET, _LIMIT, _STOP, _FOK = Side.BUY, OrderType.MARKET, OrderType.LIMIT, OrderType.STOP, TimeInForce.FOK
-_IMMEDIATE = frozenset({TimeInForce.IOC, TimeInForce.FOK})
-_NOTHING: list[Input] = []  # shared and never appended to: what on_market returns when nothing happens
+# Python 3.11 (EnumType.__getattr__ keeps the lookup from being specialised); compiled by mypyc, a Final is a
+# C static, where a module global is a lookup in the module's namespace
+_BUY: Final = Side.BUY
+_MARKET: Final = OrderType.MARKET
+_LIMIT: Final = OrderType.LIMIT
+_STOP: Final = OrderType.STOP
+_FOK: Final = TimeInForce.FOK
+_IMMEDIATE: Final = frozenset({TimeInForce.IOC, TimeInForce.FOK})
+_NOTHING: Final[list[Input]] = []  # shared and never appended to: what on_market returns when nothing happens
 
 
 @dataclass(slots=True)
@@ -67,14 +72,17 @@ class _Book:
     ask_size: int = 0
 
 
-@dataclass(slots=True)
 class _Working:
-    cmd: SubmitOrder
-    leaves: int
-    price: int | None
-    trigger: int | None
-    day: int
-    triggered: bool = False
+    """An order working at the venue (a plain class: compiled by mypyc, a dataclass's generated __init__
+    would run as Python, once for every order)."""
+
+    def __init__(self, cmd: SubmitOrder, leaves: int, price: int | None, trigger: int | None, day: int) -> None:
+        self.cmd = cmd
+        self.leaves = leaves
+        self.price = price
+        self.trigger = trigger
+        self.day = day
+        self.triggered = False
 
 
 class SimVenueSettings(Protocol):
@@ -188,9 +196,10 @@ class SimVenue:
         kind, price, trigger = cmd.order_type, cmd.price, cmd.trigger_price
         if kind is _LIMIT and price is None or kind is _STOP and trigger is None:
             return f"MISSING_PRICE: a {kind.value} order needs a price"
-        for p in (price, trigger):
-            if p is not None and (p <= 0 or p % inst.tick_size):
-                return f"INVALID_PRICE: {p} is not a positive multiple of tick {inst.tick_size}"
+        if price is not None or trigger is not None:  # a market order has neither
+            for p in (price, trigger):
+                if p is not None and (p <= 0 or p % inst.tick_size):
+                    return f"INVALID_PRICE: {p} is not a positive multiple of tick {inst.tick_size}"
         if kind is _MARKET and cmd.symbol not in self.books:
             return "NO_MARKET: no quote yet for a market order"
         return ""

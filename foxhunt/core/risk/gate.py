@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
-from typing import NamedTuple, cast
+from typing import Final, NamedTuple, cast
 
 import msgspec
 import numpy as np
@@ -305,15 +305,16 @@ class PreTradeGate:
         if total <= order.filled_qty:
             return Denial("REPLACE_BELOW_FILLED", f"qty={format_fixed(total)} filled={format_fixed(order.filled_qty)}")
         leaves = order.leaves_qty if order.is_open else 0
-        buy, sell = (leaves, 0) if order.side is Side.BUY else (0, leaves)
-        priced = price if order.order_type is OrderType.LIMIT else trigger
+        buy, sell = (leaves, 0) if order.side is _BUY else (0, leaves)
+        priced = price if order.order_type is _LIMIT else trigger
         return self._check(
             cmd.symbol, order.side, total - order.filled_qty, total, priced, order.reduce_only, view, buy, sell,
             int(order.is_open), 0, 0,
         )
 
     def _check(
-        self, symbol, side, qty, total, price, reduce_only, view, less_buy, less_sell, less_count, terms, trigger
+        self, symbol: str, side: Side, qty: int, total: int, price: int | None, reduce_only: bool, view: KernelView,
+        less_buy: int, less_sell: int, less_count: int, terms: int, trigger: int,
     ) -> Denial | None:
         row_at = self.row_at.get(symbol)
         if row_at is None:
@@ -323,11 +324,16 @@ class PreTradeGate:
         if last is None:
             ref = age = 0
         else:
-            ref = (last.bid + last.ask) // 2 if type(last) is QuoteTick else last.close if type(last) is Bar else last.price
+            kind = type(last)
+            if kind is _QUOTE:
+                quote = cast(QuoteTick, last)
+                ref = (quote.bid + quote.ask) // 2
+            else:
+                ref = cast(Bar, last).close if kind is _BAR else cast(TradeTick, last).price
             age = now - last.ts_event
         # what an order is worth for credit: its price, or (a market or stop order) the worst price the
         # collar lets it trade at above the reference
-        worth = self._worth = price if price is not None else min(ref + self._collar_room(symbol, ref), rc.UNLIMITED)
+        worth = self._worth = price if price is not None else min(ref + self._collar_room(symbol, ref), _UNLIMITED)
         credit_used = ratio(view.portfolio.gross_exposure, SCALE) + self.working_value
         canceling = 0
         if view.cancels_pending and less_count == 0:  # a new order: what on its side is being canceled
@@ -339,8 +345,8 @@ class PreTradeGate:
             reduce_only, ref, age, less_buy, less_sell, less_count, canceling, _STATES[view.trading.state], credit_used,
             worth, view.now_ns, terms, trigger,
         )
-        if code != rc.OK:
-            return Denial(rc.REASONS[code], self._detail(code, symbol))
+        if code != _OK:
+            return Denial(_REASONS[code], self._detail(code, symbol))
         if self.book_var is not None:
             signed = qty if side is _BUY else -qty
             denial = self._check_var(self.book_var, symbol, ratio(signed, SCALE) * self.instruments[symbol].multiplier)
@@ -352,17 +358,17 @@ class PreTradeGate:
         """Why `price` lies beyond the instrument's collars around the reference `ref` ("" if it does not,
         or there is no reference or no collar): what bounds a fill of an order without a limit."""
         cells = self.cells[symbol]
-        bps, ticks, tick = cells[rc.L_COLLAR_BPS], cells[rc.L_COLLAR_TICKS], cells[rc.L_TICK]
+        bps, ticks, tick = cells[_L_COLLAR_BPS], cells[_L_COLLAR_TICKS], cells[_L_TICK]
         away = abs(price - ref)
-        if ref > 0 and bps != rc.UNLIMITED and away > self._collar_room(symbol, ref):  # away > floor(ref * bps / 1e4)
+        if ref > 0 and bps != _UNLIMITED and away > self._collar_room(symbol, ref):  # away > floor(ref * bps / 1e4)
             return f"{format_fixed(away)} from the reference {format_fixed(ref)}, beyond the collar of {bps} bps"
-        if ref > 0 and ticks != rc.UNLIMITED and away > ticks * tick:
+        if ref > 0 and ticks != _UNLIMITED and away > ticks * tick:
             return f"{format_fixed(away)} from the reference {format_fixed(ref)}, beyond the collar of {ticks} ticks"
         return ""
 
     def _collar_room(self, symbol: str, ref: int) -> int:
-        bps = self.cells[symbol][rc.L_COLLAR_BPS]
-        return 0 if bps == rc.UNLIMITED else ref * bps // 10_000
+        bps = self.cells[symbol][_L_COLLAR_BPS]
+        return 0 if bps == _UNLIMITED else ref * bps // 10_000
 
     def _check_var(self, book_var: BookVar, symbol: str, delta_units: float) -> Denial | None:
         result = book_var.check(symbol, delta_units)
@@ -382,7 +388,7 @@ class PreTradeGate:
             self.book_var.on_mark(symbol, ratio(price, SCALE), ts)
 
     def on_position(self, symbol: str, quantity: int) -> None:
-        self.cells[symbol][rc.S_POSITION] = quantity
+        self.cells[symbol][_S_POSITION] = quantity
         if self.book_var is not None:
             self._var_exposure(self.book_var, symbol)
 
@@ -390,12 +396,12 @@ class PreTradeGate:
         """The VaR book holds each instrument as if its working orders had filled: position plus working buys
         less working sells."""
         cells = self.cells[symbol]
-        held = ratio(cells[rc.S_POSITION] + cells[rc.S_OPEN_BUY] - cells[rc.S_OPEN_SELL], SCALE)
+        held = ratio(cells[_S_POSITION] + cells[_S_OPEN_BUY] - cells[_S_OPEN_SELL], SCALE)
         book_var.on_position(symbol, held * self.instruments[symbol].multiplier)
 
     def on_reference(self, symbol: str, price: int) -> None:
         """The instrument's reference price, for the account's exposure (while its limits are on)."""
-        self.cells[symbol][rc.S_MARK] = price
+        self.cells[symbol][_S_MARK] = price
 
     # --- state ---------------------------------------------------------------------------------
 
@@ -408,14 +414,14 @@ class PreTradeGate:
         leaves = order.leaves_qty if is_open else 0
         moved = leaves - (leaves_before if was_open else 0)
         if moved:
-            cells[rc.S_OPEN_BUY if buy else rc.S_OPEN_SELL] += moved
+            cells[_S_OPEN_BUY if buy else _S_OPEN_SELL] += moved
             if self.book_var is not None:
                 self._var_exposure(self.book_var, symbol)
         if is_open is not was_open:
-            cells[rc.S_OPEN_ORDERS] += 1 if is_open else -1
+            cells[_S_OPEN_ORDERS] += 1 if is_open else -1
         mult = self.instruments[symbol].multiplier
         worth = self.worth.get(order.order_id)
-        limit = order.order_type is OrderType.LIMIT
+        limit = order.order_type is _LIMIT
         resting = self.resting[symbol][0 if buy else 1]
         if was_open:  # the value out and back in, as two steps: float sums must come out as they always have
             self.working_value -= _value(leaves_before, price_before if worth is None else worth, mult)
@@ -430,7 +436,7 @@ class PreTradeGate:
         elif worth is not None:
             del self.worth[order.order_id]
         if limit:
-            cells[rc.S_OWN_BID if buy else rc.S_OWN_ASK] = (max(resting) if buy else min(resting)) if resting else 0
+            cells[_S_OWN_BID if buy else _S_OWN_ASK] = (max(resting) if buy else min(resting)) if resting else 0
 
     # --- denial details -----------------------------------------------------------------------------
 
@@ -479,11 +485,30 @@ _DETAIL = {
 }
 _REMADE = ("check", "record_message", "rows", "cells", "account", "flow")  # not in a snapshot: made again
 # an order's type and time in force as one nonzero number, for the duplicate key (risk_checks.py)
-_TERMS = {t: 8 * (i + 1) for i, t in enumerate(OrderType)}
-_TIFS = {t: i for i, t in enumerate(TimeInForce)}
-_LIMIT, _STOP = OrderType.LIMIT, OrderType.STOP
-_BUY = Side.BUY  # a module global: `Side.BUY` is an attribute lookup on the Enum class, 0.1 us in the order path
-_STATES = {TradingState.ACTIVE: rc.ACTIVE, TradingState.REDUCING: rc.REDUCING, TradingState.HALTED: rc.HALTED}
+_TERMS: Final = {t: 8 * (i + 1) for i, t in enumerate(OrderType)}
+_TIFS: Final = {t: i for i, t in enumerate(TimeInForce)}
+# What the order path reads as Final names: compiled by mypyc, a Final is a C static, where a module global is
+# a lookup in the module's namespace, and `rc.X` one in another module's (`Side.BUY`, through the Enum class,
+# costs 0.1 us).
+_LIMIT: Final = OrderType.LIMIT
+_STOP: Final = OrderType.STOP
+_BUY: Final = Side.BUY
+_STATES: Final = {TradingState.ACTIVE: rc.ACTIVE, TradingState.REDUCING: rc.REDUCING, TradingState.HALTED: rc.HALTED}
+_QUOTE: Final = QuoteTick
+_BAR: Final = Bar
+_UNLIMITED: Final = rc.UNLIMITED
+_OK: Final = rc.OK
+_REASONS: Final = rc.REASONS
+_L_COLLAR_BPS: Final = rc.L_COLLAR_BPS
+_L_COLLAR_TICKS: Final = rc.L_COLLAR_TICKS
+_L_TICK: Final = rc.L_TICK
+_S_POSITION: Final = rc.S_POSITION
+_S_OPEN_BUY: Final = rc.S_OPEN_BUY
+_S_OPEN_SELL: Final = rc.S_OPEN_SELL
+_S_OPEN_ORDERS: Final = rc.S_OPEN_ORDERS
+_S_OWN_BID: Final = rc.S_OWN_BID
+_S_OWN_ASK: Final = rc.S_OWN_ASK
+_S_MARK: Final = rc.S_MARK
 
 
 def terms_problem(order_type: OrderType, price: int | None, trigger: int | None) -> str:
