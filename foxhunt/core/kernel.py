@@ -158,9 +158,12 @@ class Kernel:
         self.run: RunStarted | None = None  # the start of the run the inputs are of
         self.requests: list[SubmitOrder | CancelOrder | ReplaceOrder] = []
         self.contexts = {s.strategy_id: StrategyContext(self, s) for s in strategies}
-        self._by_strategy: dict[str, list[tuple[Strategy, StrategyContext]]] = {}  # who hears of an order's events
+        # who hears of an order's events: the strategies whose class overrides on_order_event (the base's does
+        # nothing, and an order has three events or more)
+        self._by_strategy: dict[str, list[tuple[Strategy, StrategyContext]]] = {}
         for s in strategies:
-            self._by_strategy.setdefault(s.strategy_id, []).append((s, self.contexts[s.strategy_id]))
+            if type(s).on_order_event is not Strategy.on_order_event:
+                self._by_strategy.setdefault(s.strategy_id, []).append((s, self.contexts[s.strategy_id]))
         self.paused: set[str] = set()  # strategies an operator paused: they see no market data or timers
         self.running = list(strategies)  # the strategies not paused, in configuration order
         # resolved once per pause or resume: the quote path runs for every tick
@@ -506,7 +509,8 @@ class Kernel:
         self.gate.on_position(fill.symbol, pos.quantity)
         self._position_changed(pos, fill)
         self._on_order_event(fill, cast(Order, order))
-        self.safeguards.on_fill(fill, self.now_ns)
+        if self.safeguards.fills:
+            self.safeguards.on_fill(fill, self.now_ns)
 
     def _on_commission(self, msg: CommissionReported) -> None:
         """An execution's commission reported after its fill: what it adds to the commission booked with the

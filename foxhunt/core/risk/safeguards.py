@@ -2,8 +2,9 @@
 effects (core/effects.py): the equity breakers and the repeated-execution throttle (trading state), the
 market-wide halt, and the volatility and price-band pauses of single instruments, plus the portfolio
 gate's return sampling. The kernel calls `on_mark` after every accepted mark (only while any of them is
-configured: `active`) and `on_fill` after every fill; the rules themselves are in core/risk/breakers.py and
-core/risk/var.py, and what each does to the trading state in core/trading_state.py.
+configured: `active`) and `on_fill` after every fill (while the repeated-execution throttle is on: `fills`);
+the rules themselves are in core/risk/breakers.py and core/risk/var.py, and what each does to the trading
+state in core/trading_state.py.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Safeguards:
         self.price_bands = PriceBandBreaker(limits)
         self.volatility_paused: set[str] = set()
         self.active = False
+        self.fills = False
 
     def digest_state(self) -> object:
         """The breakers' state for the kernel's digest (core/risk/breakers.py): each is a number, a list or a
@@ -61,6 +63,7 @@ class Safeguards:
         self.market = limits.market_index is not None
         self.bands = any(gate.instrument_limit(s, "band_tier") is not None for s in symbols)
         self.active = self.equity or self.book_var is not None or self.vol or self.market or self.bands
+        self.fills = self.breakers.max_fills is not None  # the repeated-execution throttle counts the fills
 
     def on_mark(self, symbol: str, price: float, msg: Input) -> None:
         """A new mark of `symbol` at `price` (price units), from market data `msg`."""
