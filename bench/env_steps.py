@@ -3,14 +3,16 @@ step through the kernel, the pre-trade gate and the simulated venue) single and 
 side on the same prices gym-anytrading's forex environment (a well-known Gymnasium trading environment
 from PyPI: `pip install -e .[bench]`), a pure-numpy bookkeeping of a long/short position without orders.
 
-    .venv/bin/python bench/env_steps.py [--quotes 200000] [--steps 100000] [--envs 64] [--repeats 5]
+    .venv/bin/python bench/env_steps.py [--quotes 200000] [--steps 100000] [--envs 64] [--repeats 5] [--unfrozen]
 
 Policies: `random` (a uniformly drawn action every step: an order on most steps, about 0.8 position traded
 per step), `every10` (a new random target every 10 steps: about the 0.1 to 0.2 positions per step the
 trained agents of tests/ml/test_agents.py trade on a market with an edge) and `hold` (a fixed long: one
 order an episode, what they converge to on a market without one). foxhunt's steps are one market data
 event each (decision_every = 1). The runs interleave, `--repeats` times each, and the medians and their
-ratios are printed.
+ratios are printed. They run with the heap the process holds once the market is built (the imports and the
+market) out of the garbage collector's full passes, as `foxhunt train` steps its
+environments (foxhunt/heap.py); `--unfrozen` leaves it in them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from foxhunt import compiled
 compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
 
 import argparse
+import contextlib
 import json
 import statistics
 import time
@@ -29,6 +32,7 @@ import numpy as np
 
 from foxhunt import bootstrap, config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
+from foxhunt.heap import started_heap_frozen
 from foxhunt.models.agent_configs import EnvConfig
 from foxhunt.runtime.clock import EventClock
 from foxhunt.training.rl.environment import TradingEnv, VectorTradingEnv
@@ -95,8 +99,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--envs", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--unfrozen", action="store_true",
+                        help="leave the start's heap in the collector's full passes (foxhunt train freezes it)")
     args = parser.parse_args()
     trading, market = setting(args.quotes)
+    with contextlib.nullcontext() if args.unfrozen else started_heap_frozen():
+        out = measure(args, trading, market)
+    print(json.dumps(out | {"heap": "unfrozen" if args.unfrozen else "frozen"}, indent=1))
+
+
+def measure(args: argparse.Namespace, trading, market) -> dict:
     runs = {
         f"{policy} {kind}": fn
         for policy in POLICIES
@@ -117,7 +129,7 @@ def main() -> None:
         anchor = medians[f"{policy} gym-anytrading forex"]
         out[f"{policy} ratios to gym-anytrading"] = {
             k.removeprefix(f"{policy} "): round(v / anchor, 3) for k, v in medians.items() if k.startswith(policy)}
-    print(json.dumps(out, indent=1))
+    return out
 
 
 if __name__ == "__main__":

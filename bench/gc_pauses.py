@@ -1,5 +1,6 @@
 """Pauses of Python's garbage collector in the live daemon: every collection while it trades, by
-generation, with the start-up's heap frozen (runtime/daemon.py, `_started_heap_frozen`) and without.
+generation, with the start-up's heap frozen (foxhunt/heap.py's `started_heap_frozen`, around
+runtime/daemon.py's trading) and without.
 
 The run is bench/scoring_loop.py's tick to order on this machine's CPU (the paper daemon on the wall clock,
 the memory journal, the ensemble strategy on a tiny MLP, so that torch is loaded as in a daemon that
@@ -49,7 +50,7 @@ class Pauses:
 
 def run(args, store, mid, frozen: bool) -> dict:
     pauses = Pauses()
-    real = daemon._started_heap_frozen
+    real = daemon.started_heap_frozen
 
     @contextlib.contextmanager
     def trading():
@@ -61,11 +62,11 @@ def run(args, store, mid, frozen: bool) -> dict:
             pauses.trading = False
 
     gc.callbacks.append(pauses)
-    daemon._started_heap_frozen = trading
+    daemon.started_heap_frozen = trading
     try:
         result = scoring_loop.tick_to_order(args, store, mid)
     finally:
-        daemon._started_heap_frozen = real
+        daemon.started_heap_frozen = real
         gc.callbacks.remove(pauses)
     return {"frozen": frozen, **pauses.report(), "tick_to_order": result["tick_to_order"]}
 

@@ -31,7 +31,6 @@ a stuck loop stops them; STOPPING=1 when the stop begins.
 from __future__ import annotations
 
 import contextlib
-import gc
 import math
 import os
 import pwd
@@ -56,6 +55,7 @@ from foxhunt.admin.protocol import UsageError
 from foxhunt.config import Config, TradingConfig, trading_from_json
 from foxhunt.core.kernel import Kernel
 from foxhunt.errors import ConfigError, InputError
+from foxhunt.heap import started_heap_frozen
 from foxhunt.messages.base import Derived, Input
 from foxhunt.messages.market import MARKET_DATA_TYPES
 from foxhunt.messages.orders import OrderCanceled
@@ -241,7 +241,7 @@ async def run_daemon(
                 await loop.submit(event)
             loop.on_market = scoring.observe
             control.scoring = scoring
-        with _started_heap_frozen():
+        with started_heap_frozen():  # the start-up's heap out of the collector's full passes
             await _trade(loop, req, control, console, ops, cfg.run.on_stop)
     reason = control.stop_reason
     log.info("run_stopped", journal=req.journal, reason=reason, last_seq=journal.last_seq)
@@ -255,22 +255,6 @@ async def run_daemon(
         kernel, events=loop.inputs + loop.derived, seconds=time.perf_counter() - started, journal=req.journal,
         mode="run", inputs=loop.inputs, last_seq=journal.last_seq, stopped=reason,
     )
-
-
-@contextlib.contextmanager
-def _started_heap_frozen() -> Iterator[None]:
-    """While trading, what the process holds from its start (the imports, torch's among them, the
-    configuration, the kernel, the models) is out of the garbage collector's full passes (gc.freeze): a full
-    pass over it stopped the event loop for 140 to 240 ms (docs/benchmarks.md, "Pauses of the garbage
-    collector"); frozen, none ran in minutes of trading, and the passes left took at most 1.5 ms there. It
-    is back in them after. The garbage start-up left is collected first (one full pass, before trading),
-    so that none of it is kept for the run."""
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 async def _start(
