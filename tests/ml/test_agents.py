@@ -124,6 +124,24 @@ def test_a_bad_action_is_refused_with_its_range():
         TradingEnv(market(3000), config.Config().trading(), bootstrap.agent_engine(), cfg)
 
 
+def test_a_vector_step_with_a_bad_action_moves_no_episode_and_gathers_what_one_at_a_time_gives(edge):
+    v = VectorTradingEnv(edge, trading_config(), bootstrap.agent_engine(), ENV, 4)
+    v.reset(seed=3)
+    where = [(ep.index, ep.steps) for ep in v.episodes]
+    with pytest.raises(ValueError, match="a discrete action must be in 0..4, got 9"):
+        v.step(np.array([4, 0, 9, 2]))
+    with pytest.raises(ValueError, match="3 actions for 4 environments"):
+        v.step(np.array([4, 0, 2]))
+    assert [(ep.index, ep.steps) for ep in v.episodes] == where  # checked before any episode stepped
+    for _ in range(3):
+        obs, *_ = v.step(np.array([4, 0, 1, 2]))
+        one = np.empty_like(obs)
+        for i, ep in enumerate(v.episodes):  # the single environment's way, an episode at a time
+            v.core.observe(ep, one[i], bool(obs[i, -1]))
+        assert obs.tobytes() == one.tobytes()
+    assert [ep.steps for ep in v.episodes] == [3, 3, 3, 3]
+
+
 def test_vector_episodes_are_seeded_and_restart_in_the_same_step(edge):
     short = msgspec.structs.replace(ENV, episode_steps=7)
     runs = []
