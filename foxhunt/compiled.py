@@ -1,8 +1,8 @@
 """The modules compiled to C by mypyc, and the check that only ever runs them when they match their source.
 
-Every quote of a backtest runs through the kernel, the reference strategies and the simulated venue (and
-the report's tracker, where the backtest is reported on or is a sweep's point), every order through the
-pre-trade gate, every step of an agent's trading environment through its episode and the agent strategy,
+Every quote of a backtest runs through the kernel (and what it returns, its step), the reference strategies,
+the clock and the simulated venue (and the report's tracker, where the backtest is reported on or is a
+sweep's point), every order through a strategy's context and the pre-trade gate, every step of an agent's trading environment through its episode and the agent strategy,
 every FIX message in or out through the FIX venue's parsing (foxhunt's own share of an order's round
 trip), and every row of `foxhunt ingest` through a CSV feed, the fixed-point parser and the COPY
 formatting, so those modules are compiled by mypyc (from the same .py files, through their type
@@ -54,6 +54,9 @@ MODULES = (
     "foxhunt.runtime.tracking",
     "foxhunt.core.risk.gate",
     "foxhunt.core.strategies.agent",
+    "foxhunt.core.context",
+    "foxhunt.runtime.clock",
+    "foxhunt.core.step",
     "foxhunt.training.rl.episode",
 )
 

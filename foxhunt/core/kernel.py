@@ -15,6 +15,7 @@ from typing import Any, Final, cast
 
 import msgspec
 
+from foxhunt.core.context import StrategyContext
 from foxhunt.core.operator import Operator
 from foxhunt.core.orders import Order, Orders, booked, duplicate, refusal
 from foxhunt.core.portfolio import Portfolio, Position
@@ -22,7 +23,7 @@ from foxhunt.core.risk.gate import PreTradeGate, reference_price
 from foxhunt.core.risk.repeats import NEVER, RepeatedDenials
 from foxhunt.core.risk.safeguards import Safeguards
 from foxhunt.core.step import Step
-from foxhunt.core.strategy import Strategy, StrategyContext
+from foxhunt.core.strategy import Strategy
 from foxhunt.core.trading_state import Cause, TradingStates
 from foxhunt.messages.base import Derived, Input, format_fixed
 from foxhunt.messages.fixed_point import INT64_MAX
@@ -75,6 +76,7 @@ from foxhunt.messages.system import (
 
 # What the order path compares with, as Final names: compiled by mypyc, a Final is a C static, where a module
 # global is a lookup in the module's namespace, and `Side.BUY` one through the Enum class (0.1 us)
+_QUOTE: Final = QuoteTick
 _SUBMIT: Final = SubmitOrder
 _CANCEL: Final = CancelOrder
 _REPLACE: Final = ReplaceOrder
@@ -157,7 +159,7 @@ class Kernel:
         self.seed: int | None = None
         self.run: RunStarted | None = None  # the start of the run the inputs are of
         self.requests: list[SubmitOrder | CancelOrder | ReplaceOrder] = []
-        self.contexts = {s.strategy_id: StrategyContext(self, s) for s in strategies}
+        self.contexts = {s.strategy_id: StrategyContext(self, s.strategy_id) for s in strategies}
         # who hears of an order's events: the strategies whose class overrides on_order_event (the base's does
         # nothing, and an order has three events or more)
         self._by_strategy: dict[str, list[tuple[Strategy, StrategyContext]]] = {}
@@ -226,18 +228,27 @@ class Kernel:
     def handle(self, seq: int, msg: Input) -> Step:
         self.seq = seq
         self.ts_event = msg.ts_event
-        self.ts_init = msg.ts_init
-        if msg.ts_init > self.now_ns:  # noqa: PLR1730 - every input passes here: a compare, not a call
-            self.now_ns = msg.ts_init
+        ts_init = self.ts_init = msg.ts_init
+        if ts_init > self.now_ns:  # noqa: PLR1730 - every input passes here: a compare, not a call
+            self.now_ns = ts_init
         self._order_counter = 0
         derived = self._derived
-        handler = self._handlers.get(type(msg))
-        if handler is None:
-            raise KernelError(f"kernel does not handle {type(msg).__name__}")
+        # quotes and fills, the inputs of nearly every step, are called directly (compiled: a C call, where the
+        # table's bound methods are called as Python objects); the rest through the table
+        kind = type(msg)
+        direct = kind is _QUOTE or kind is _FILL
+        handler = None if direct else self._handlers.get(kind)
+        if handler is None and not direct:
+            raise KernelError(f"kernel does not handle {kind.__name__}")
         try:
             if self.now_ns >= self._repeats_due:  # a window of held-back denials has ended: its summary
                 self._close_repeats(msg, self.now_ns)
-            handler(msg)
+            if handler is not None:
+                handler(msg)
+            elif kind is _QUOTE:
+                self._on_quote(cast(QuoteTick, msg))
+            else:
+                self._on_fill(cast(OrderFilled, msg))
             if self.requests:
                 self._drain_requests()
         except BaseException:  # a bug (every input the kernel can meet is handled): nothing of it stays behind
@@ -286,7 +297,7 @@ class Kernel:
     def follow_limits(self) -> None:
         """What the quote path must do depends on which limits are on; decided here, once per change."""
         limits = self.gate.limits
-        self.limits_version += 1  # what a strategy's memory of a denial depended on (core/strategy.py)
+        self.limits_version += 1  # what a strategy's memory of a denial depended on (core/context.py)
         self.portfolio.set_track_gross(limits.max_gross_exposure is not None or limits.credit_limit is not None)
         self.safeguards.follow_limits()
         self.repeats.window_ns = limits.repeated_denial_window_ms * 1_000_000  # open windows keep their end
@@ -674,7 +685,7 @@ class Kernel:
                 raise KernelError(f"the denied {kind.__name__} {cmd.order_id} is not the last event derived")
             if submit is not None:
                 ctx = self.contexts.get(submit.strategy_id)
-                if ctx is not None:  # its strategy remembers what it asked in vain (core/strategy.py)
+                if ctx is not None:  # its strategy remembers what it asked in vain (core/context.py)
                     ctx.remember_denial(submit)
         if order is not None:  # a cancel or replace naming no order is denied, and that is all
             self._on_order_event(event, order)
@@ -748,11 +759,12 @@ _REQUEST_FIELDS: dict[type, tuple[tuple[str, tuple[type, ...], object], ...]] = 
 }
 # the same, aligned with each request's fields in order (msgspec.structs.astuple reads them in one call):
 # the check runs for every order a strategy asks for
-_ALIGNED: dict[type, tuple[tuple[type, ...], ...]] = {
+_ALIGNED: Final[dict[type, tuple[tuple[type, ...], ...]]] = {
     cls: tuple(next((kinds for name, kinds, _ in fields if name == field), (int,))
                for field in cast(type[msgspec.Struct], cls).__struct_fields__)
     for cls, fields in _REQUEST_FIELDS.items()
 }
+_ASTUPLE: Final = msgspec.structs.astuple  # a C static, where compiled (`msgspec.structs.astuple`: two lookups)
 
 
 def _fits(value: object, kinds: tuple[type, ...]) -> bool:
@@ -765,7 +777,7 @@ def malformed(cmd: object) -> str:
     aligned = _ALIGNED.get(type(cmd))
     if aligned is None:
         return ""
-    values = msgspec.structs.astuple(cast(msgspec.Struct, cmd))
+    values = _ASTUPLE(cast(msgspec.Struct, cmd))
     for i in range(len(aligned)):
         if not _fits(values[i], aligned[i]):
             break

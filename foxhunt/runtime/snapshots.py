@@ -39,6 +39,7 @@ import structlog
 
 from foxhunt import compiled
 from foxhunt.config import TradingConfig
+from foxhunt.core.context import StrategyContext
 from foxhunt.core.kernel import BEHAVIOUR, Kernel
 from foxhunt.core.risk.gate import PreTradeGate
 from foxhunt.core.strategies.zscore import _Stats
@@ -74,6 +75,7 @@ _ARGUMENTS = {
     Kernel: lambda k: (k.instruments, k.strategies, k.gate),
     PreTradeGate: lambda g: (g.limits, g.instruments),
     _Stats: lambda s: (s.values.maxlen,),
+    StrategyContext: lambda c: (c._kernel, c.strategy_id),
 }
 
 

@@ -63,6 +63,7 @@ class Episode:
     def __init__(self, market: Market, trading: TradingConfig, engine: Engine, cfg: EnvConfig, start: int,
                  policy_id: str, record: bool = False) -> None:
         self.market, self.cfg, self.policy_id = market, cfg, policy_id
+        self.data = market.data
         self.symbol = market.symbol
         self.kernel = kernel = engine.kernel(trading)
         self.clock = engine.clock()
@@ -142,14 +143,14 @@ class Episode:
         if fraction == self.fraction:
             return
         self.fraction = fraction
-        seen = self.market.data[self.index]
+        seen = self.data[self.index]
         self._take(PolicyActed(ts_event=seen.ts_event, ts_init=seen.ts_init, policy_id=self.policy_id,
                                parameter_sha256=parameter_sha256, symbol=self.symbol, as_of=self.seen_seq,
                                action=action, fraction=fraction))
 
     def advance(self) -> bool:
         """The next `decision_every` events; False where the data ended first (nothing more to see)."""
-        data = self.market.data
+        data = self.data
         for _ in range(self.cfg.decision_every):
             if self.index + 1 >= len(data):
                 return False
@@ -173,7 +174,7 @@ class Episode:
         reward = gain - cfg.risk_penalty * held * held
         terminated = self.halted
         truncated = not terminated and (not more or self.steps >= cfg.episode_steps
-                                        or self.index + 1 >= len(self.market.data))
+                                        or self.index + 1 >= len(self.data))
         return reward, terminated, truncated, orders.denied != denials
 
     def extras(self, denied: bool) -> tuple[float, float, float, float]:
