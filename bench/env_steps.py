@@ -11,8 +11,9 @@ trained agents of tests/ml/test_agents.py trade on a market with an edge) and `h
 order an episode, what they converge to on a market without one). foxhunt's steps are one market data
 event each (decision_every = 1). The runs interleave, `--repeats` times each, and the medians and their
 ratios are printed. They run with the heap the process holds once the market is built (the imports and the
-market) out of the garbage collector's full passes, as `foxhunt train` steps its
-environments (foxhunt/heap.py); `--unfrozen` leaves it in them.
+market) out of the garbage collector's full passes and its youngest objects collected less often, as
+`foxhunt train` steps its environments (foxhunt/heap.py); `--unfrozen` leaves both as the interpreter has
+them.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import numpy as np
 
 from foxhunt import bootstrap, config
 from foxhunt.adapters.feeds.synthetic import SyntheticFeed
-from foxhunt.heap import started_heap_frozen
+from foxhunt.heap import YOUNG_WHILE_TRAINING, started_heap_frozen
 from foxhunt.models.agent_configs import EnvConfig
 from foxhunt.runtime.clock import EventClock
 from foxhunt.training.rl.environment import TradingEnv, VectorTradingEnv
@@ -100,10 +101,11 @@ def main() -> None:
     parser.add_argument("--envs", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--unfrozen", action="store_true",
-                        help="leave the start's heap in the collector's full passes (foxhunt train freezes it)")
+                        help="leave the start's heap in the collector's full passes and its threshold as it is"
+                             " (foxhunt train freezes the heap and raises the threshold)")
     args = parser.parse_args()
     trading, market = setting(args.quotes)
-    with contextlib.nullcontext() if args.unfrozen else started_heap_frozen():
+    with contextlib.nullcontext() if args.unfrozen else started_heap_frozen(young=YOUNG_WHILE_TRAINING):
         out = measure(args, trading, market)
     print(json.dumps(out | {"heap": "unfrozen" if args.unfrozen else "frozen"}, indent=1))
 

@@ -23,7 +23,7 @@ from torch import nn
 
 import foxhunt
 from foxhunt.config import Config, TradingConfig
-from foxhunt.heap import started_heap_frozen
+from foxhunt.heap import YOUNG_WHILE_TRAINING, started_heap_frozen
 from foxhunt.messages.base import nanos
 from foxhunt.models.agent_configs import EnvConfig
 from foxhunt.models.artifact import AgentShape, FeatureSetRef, Manifest, model_id, pack
@@ -106,7 +106,9 @@ def train(market: Market, request: AgentRequest, cfg: Config, models: ModelStore
         trainer = trainer_type(envs, agent_cfg, request.seed, where, **segments)
         width = envs.core.width
         learned_from = {"train": train_part.source}
-    with started_heap_frozen():  # what the training holds from its start out of the collector's full passes
+    # what the training holds from its start out of the collector's full passes, its youngest objects collected
+    # less often
+    with started_heap_frozen(young=YOUNG_WHILE_TRAINING):
         outcome = trainer.run(progress, resume=request.resume)
     held = evaluation.compare(judge, policy(outcome.model), cfg.agents.eval_episodes, request.seed)
     training = {"journals": [{"journal": name} for name in request.journals], "symbol": request.symbol,
