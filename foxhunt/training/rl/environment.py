@@ -56,6 +56,8 @@ class _Core:
         self.observation_space = gym.spaces.Box(-big, big, (self.width,), np.float32)
         self.action_space: gym.Space = (gym.spaces.Box(-1.0, 1.0, (1,), np.float32) if cfg.continuous
                                         else gym.spaces.Discrete(cfg.actions))
+        # each discrete action's (fraction, value), fraction_of's: a vector step looks its actions up
+        self.discrete = [] if cfg.continuous else [fraction_of(i, cfg) for i in range(cfg.actions)]
 
     def start(self, rng: np.random.Generator, options: dict | None, record: bool) -> Episode:
         """A new episode from `options["start"]` (an event index), else a random event at least `warmup`
@@ -78,6 +80,16 @@ class _Core:
         """(reward, terminated, truncated, denied) of one step of `ep` (Episode.step)."""
         fraction, value = fraction_of(action, self.cfg)
         return ep.step(fraction, value, sha)
+
+    def decisions(self, actions: Any) -> list[tuple[float, float]]:
+        """(fraction, value) of each of a vector's actions, fraction_of's: an integer array of discrete
+        actions in range is looked up at once, anything else (continuous actions, a list, an index out of
+        range) goes through fraction_of one by one, which names what is wrong."""
+        if self.discrete and isinstance(actions, np.ndarray) and actions.ndim == 1 and actions.dtype.kind in "iu":
+            if actions.size and 0 <= actions.min() and actions.max() < len(self.discrete):
+                table = self.discrete
+                return [table[i] for i in actions.tolist()]
+        return [fraction_of(a, self.cfg) for a in actions]
 
 
 class TradingEnv(gym.Env):
@@ -145,7 +157,7 @@ class VectorTradingEnv(VectorEnv):
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
         n, core, sha = self.num_envs, self.core, self.parameter_sha256
-        decisions = [fraction_of(a, core.cfg) for a in actions]
+        decisions = core.decisions(actions)
         if len(decisions) != n:
             raise ValueError(f"{len(decisions)} actions for {n} environments")
         steps = [ep.step(fraction, value, sha) for ep, (fraction, value) in zip(self.episodes, decisions)]
