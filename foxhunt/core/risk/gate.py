@@ -149,6 +149,10 @@ class PreTradeGate:
         self.limits = limits
         self.engine = rc.engine_state(np.array(account), [rows[s] for s in symbols], flow)
         self.row_at = {s: rc.E_ROWS + i * rc.ROW_FIELDS for i, s in enumerate(symbols)}
+        # each instrument's collars (bps, ticks, its tick), as plain ints: what bounds an order without a limit
+        # is read twice an order, and a limit changes only here
+        self.collars = {s: (int(rows[s][rc.L_COLLAR_BPS]), int(rows[s][rc.L_COLLAR_TICKS]), int(rows[s][rc.L_TICK]))
+                        for s in symbols}
         self._views()
         self.book_var = book_var
         self.kelly_capital = None if limits.kelly_capital is None else float(limits.kelly_capital)
@@ -357,8 +361,7 @@ class PreTradeGate:
     def beyond_collar(self, symbol: str, price: int, ref: int) -> str:
         """Why `price` lies beyond the instrument's collars around the reference `ref` ("" if it does not,
         or there is no reference or no collar): what bounds a fill of an order without a limit."""
-        cells = self.cells[symbol]
-        bps, ticks, tick = cells[_L_COLLAR_BPS], cells[_L_COLLAR_TICKS], cells[_L_TICK]
+        bps, ticks, tick = self.collars[symbol]
         away = abs(price - ref)
         if ref > 0 and bps != _UNLIMITED and away > self._collar_room(symbol, ref):  # away > floor(ref * bps / 1e4)
             return f"{format_fixed(away)} from the reference {format_fixed(ref)}, beyond the collar of {bps} bps"
@@ -367,7 +370,7 @@ class PreTradeGate:
         return ""
 
     def _collar_room(self, symbol: str, ref: int) -> int:
-        bps = self.cells[symbol][_L_COLLAR_BPS]
+        bps = self.collars[symbol][0]
         return 0 if bps == _UNLIMITED else ref * bps // 10_000
 
     def _check_var(self, book_var: BookVar, symbol: str, delta_units: float) -> Denial | None:
@@ -499,9 +502,6 @@ _BAR: Final = Bar
 _UNLIMITED: Final = rc.UNLIMITED
 _OK: Final = rc.OK
 _REASONS: Final = rc.REASONS
-_L_COLLAR_BPS: Final = rc.L_COLLAR_BPS
-_L_COLLAR_TICKS: Final = rc.L_COLLAR_TICKS
-_L_TICK: Final = rc.L_TICK
 _S_POSITION: Final = rc.S_POSITION
 _S_OPEN_BUY: Final = rc.S_OPEN_BUY
 _S_OPEN_SELL: Final = rc.S_OPEN_SELL

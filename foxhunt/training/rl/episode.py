@@ -72,6 +72,7 @@ class Episode:
         self.seq = 0
         self.seen_seq = 0  # the sequence number of the market data event the agent last saw
         self.index = start  # its index in the market
+        self.seen = market.data[start]  # the event itself
         self.steps = 0
         self.fraction = 0.0  # what the agent last asked for
         self.size = nanos(trading.strategy.agent.trade_size)
@@ -121,6 +122,7 @@ class Episode:
         self.clock.advance(msg.ts_init)
         self.seq += 1
         seq = self.seen_seq = self.seq
+        self.seen = msg
         step = self.kernel.handle(seq, msg)
         if step.derived:
             self._derived(msg, seq, step.derived)
@@ -143,7 +145,7 @@ class Episode:
         if fraction == self.fraction:
             return
         self.fraction = fraction
-        seen = self.data[self.index]
+        seen = self.seen
         self._take(PolicyActed(ts_event=seen.ts_event, ts_init=seen.ts_init, policy_id=self.policy_id,
                                parameter_sha256=parameter_sha256, symbol=self.symbol, as_of=self.seen_seq,
                                action=action, fraction=fraction))
