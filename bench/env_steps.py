@@ -10,10 +10,10 @@ per step), `every10` (a new random target every 10 steps: about the 0.1 to 0.2 p
 trained agents of tests/ml/test_agents.py trade on a market with an edge) and `hold` (a fixed long: one
 order an episode, what they converge to on a market without one). foxhunt's steps are one market data
 event each (decision_every = 1). The runs interleave, `--repeats` times each, and the medians and their
-ratios are printed. They run with the heap the process holds once the market is built (the imports and the
-market) out of the garbage collector's full passes and its youngest objects collected less often, as
-`foxhunt train` steps its environments (foxhunt/heap.py); `--unfrozen` leaves both as the interpreter has
-them.
+ratios are printed; what the runs before left behind is collected before each. They run with the heap the
+process holds once the market is built (the imports and the market) out of the garbage collector's full
+passes and its youngest objects collected less often, as `foxhunt train` steps its environments
+(foxhunt/heap.py); `--unfrozen` leaves both as the interpreter has them.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ compiled.check()  # before any compiled module is imported: a stale one runs as 
 
 import argparse
 import contextlib
+import gc
 import json
 import statistics
 import time
@@ -124,6 +125,7 @@ def measure(args: argparse.Namespace, trading, market) -> dict:
     samples: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(args.repeats):
         for name, fn in runs.items():
+            gc.collect()  # the runs before left their environments' kernels behind, cyclic garbage: not this run's
             samples[name].append(fn())
     medians = {name: statistics.median(v) for name, v in samples.items()}
     out = {"compiled": compiled.compiled_in_use(), "steps_per_second": {k: round(v) for k, v in medians.items()}}
