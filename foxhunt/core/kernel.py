@@ -76,7 +76,6 @@ from foxhunt.messages.system import (
 
 # What the order path compares with, as Final names: compiled by mypyc, a Final is a C static, where a module
 # global is a lookup in the module's namespace, and `Side.BUY` one through the Enum class (0.1 us)
-_QUOTE: Final = QuoteTick
 _SUBMIT: Final = SubmitOrder
 _CANCEL: Final = CancelOrder
 _REPLACE: Final = ReplaceOrder
@@ -233,22 +232,14 @@ class Kernel:
             self.now_ns = ts_init
         self._order_counter = 0
         derived = self._derived
-        # quotes and fills, the inputs of nearly every step, are called directly (compiled: a C call, where the
-        # table's bound methods are called as Python objects); the rest through the table
         kind = type(msg)
-        direct = kind is _QUOTE or kind is _FILL
-        handler = None if direct else self._handlers.get(kind)
-        if handler is None and not direct:
+        handler = self._handlers.get(kind)
+        if handler is None:
             raise KernelError(f"kernel does not handle {kind.__name__}")
         try:
             if self.now_ns >= self._repeats_due:  # a window of held-back denials has ended: its summary
                 self._close_repeats(msg, self.now_ns)
-            if handler is not None:
-                handler(msg)
-            elif kind is _QUOTE:
-                self._on_quote(cast(QuoteTick, msg))
-            else:
-                self._on_fill(cast(OrderFilled, msg))
+            handler(msg)
             if self.requests:
                 self._drain_requests()
         except BaseException:  # a bug (every input the kernel can meet is handled): nothing of it stays behind
