@@ -124,7 +124,7 @@ class StrategyContext:
         delta = target - position
         side = _BUY if delta > 0 else _SELL
         quantity = delta if delta > 0 else -delta
-        if self.denied and self.still_denied(symbol, side, quantity, _MARKET, reduce_only=reducing):
+        if self.still_denied(symbol, side, quantity, _MARKET, reduce_only=reducing):
             return None  # denied, and nothing it depended on has changed
         adds = abs(target) > abs(position) or (target > 0) != (position > 0) and target != 0
         return self.submit(symbol, side, quantity, _MARKET, time_in_force=_IOC, reduce_only=reducing,
