@@ -2,13 +2,13 @@
 
 Every quote of a backtest runs through the kernel (and what it returns, its step), the reference strategies,
 the clock and the simulated venue (and the report's tracker, where the backtest is reported on or is a
-sweep's point), every order through a strategy's context and the pre-trade gate, every step of an agent's trading environment through its episode and the agent strategy,
-every FIX message in or out through the FIX venue's parsing (foxhunt's own share of an order's round
-trip), and every row of `foxhunt ingest` through a CSV feed, the fixed-point parser and the COPY
-formatting, so those modules are compiled by mypyc (from the same .py files, through their type
-annotations) when foxhunt is installed; see `setup.py`. The Python source stays the reference: it is
-what a reader follows, what a compiled module is built from, and what runs when there is no compiled
-module. Both derive the same bytes (tests/integration/test_compiled.py).
+sweep's point), every order through a strategy's context and the pre-trade gate, every step of an agent's
+trading environment through its episode and the agent strategy, every FIX message in or out through the
+FIX venue's parsing (foxhunt's own share of an order's round trip), and every row of `foxhunt ingest`
+through a CSV feed, the fixed-point parser and the COPY formatting, so those modules are compiled by mypyc
+(from the same .py files, through their type annotations) when foxhunt is installed; see `setup.py`. The
+Python source stays the reference: it is what a reader follows, what a compiled module is built from, and
+what runs when there is no compiled module. Both derive the same bytes (tests/integration/test_compiled.py).
 
 A compiled module sits beside its source (`kernel.cpython-311-x86_64-linux-gnu.so` next to `kernel.py`)
 and Python imports it in preference. After an edit to the source it would silently run the old code, so
