@@ -108,7 +108,7 @@ class StrategyContext:
         position = self.position(symbol)
         if position == target or self.open_orders(symbol):
             return None
-        state = self._kernel.trading.state
+        state = self.trading_state
         if state is _HALTED:
             return None  # nothing new while halted
         reducing = state is _REDUCING

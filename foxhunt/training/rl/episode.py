@@ -72,11 +72,11 @@ class Episode:
         self.seq = 0
         self.seen_seq = 0  # the sequence number of the market data event the agent last saw
         self.index = start  # its index in the market
-        self.seen = market.data[start]  # the event itself
+        # the event itself (the one `_market` last handled): what a decision is stamped with
+        self.seen = first = market.data[start]
         self.steps = 0
         self.fraction = 0.0  # what the agent last asked for
         self.size = nanos(trading.strategy.agent.trade_size)
-        first = market.data[start]
         # the full position's notional at the first price, in money nanos: rewards are basis points of it
         inst = kernel.instruments[self.symbol]
         self.notional = notional(reference_price(first, 0)[0], self.size, inst.multiplier)
