@@ -130,6 +130,8 @@ def test_a_vector_step_with_a_bad_action_moves_no_episode_and_gathers_what_one_a
     where = [(ep.index, ep.steps) for ep in v.episodes]
     with pytest.raises(ValueError, match="a discrete action must be in 0..4, got 9"):
         v.step(np.array([4, 0, 9, 2]))
+    with pytest.raises(ValueError, match="a discrete action must be in 0..4, got -1"):
+        v.step(np.array([4, -1, 0, 2]))  # not the table's last entry, as a list's index -1 would be
     with pytest.raises(ValueError, match="3 actions for 4 environments"):
         v.step(np.array([4, 0, 2]))
     assert [(ep.index, ep.steps) for ep in v.episodes] == where  # checked before any episode stepped
