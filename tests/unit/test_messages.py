@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from foxhunt.messages import codec
 from foxhunt.messages.base import SCALE, format_fixed, mul, parse_fixed
-from foxhunt.messages.fixed_point import INT64_MAX, ratio
+from foxhunt.messages.fixed_point import INT64_MAX, ratio, times
 
 ints = st.integers(min_value=-(2**62), max_value=2**62)
 texts = st.text(max_size=20)
@@ -103,6 +103,28 @@ def test_format_fixed_inverts_parse_fixed(value):
 def test_mul_of_fixed_point_numbers():
     assert mul(parse_fixed("1.10345"), parse_fixed("100000")) == parse_fixed("110345")
     assert mul(parse_fixed("0.1"), parse_fixed("0.2")) == parse_fixed("0.02")
+
+
+# where mul's and times's machine-word paths begin and end (fixed_point._WORDS, _HIGH, _FITS), and either side
+_EDGES = [0, 1, -1, SCALE - 1, SCALE, SCALE + 1, -SCALE + 1, -SCALE, -SCALE - 1, 2**30, 2**31, 2**32, 2**62 // SCALE,
+          2**31 * SCALE - 1, 2**31 * SCALE, -(2**31) * SCALE + 1, -(2**31) * SCALE, 2**32 * SCALE, 2**62 - 1, -(2**62),
+          2**62, 2**63, -(2**63) - 1, 10**30, -(10**30)]
+
+
+def test_mul_and_times_are_python_s_exact_integer_products_on_both_paths_also_compiled():
+    """Compiled, both run in int64 wherever the result provably fits and through Python's integers elsewhere;
+    either way the result is Python's `a * b // SCALE` and `a * b`: rounding toward minus infinity, negative
+    operands, every edge of the machine-word path, and products far beyond int64."""
+    rng = random.Random(11)
+    values = _EDGES + [-v for v in _EDGES] + [rng.randrange(-(2**e), 2**e + 1) for e in range(0, 72, 2)
+                                              for _ in range(40)]
+    pairs = [(a, b) for a in _EDGES for b in _EDGES] + [(rng.choice(values), rng.choice(values)) for _ in range(40_000)]
+    assert [mul(a, b) for a, b in pairs] == [a * b // SCALE for a, b in pairs]
+    assert [times(a, b) for a, b in pairs] == [a * b for a, b in pairs]
+    # what the order path multiplies: a price by a quantity, the value by a multiplier, a reference by bps
+    assert mul(parse_fixed("1.10345"), parse_fixed("-20000000")) == parse_fixed("-22069000")
+    assert mul(parse_fixed("-0.000000001"), parse_fixed("0.5")) == -1  # toward minus infinity
+    assert times(mul(parse_fixed("150.125"), parse_fixed("3000000")), 1000) == parse_fixed("450375000000")
 
 
 def test_ratio_divides_two_ints_as_python_does_beyond_two_to_the_53_also_compiled():
