@@ -614,7 +614,7 @@ class Kernel:
         if self.venues_down:
             denial = ("VENUE_DISCONNECTED", ",".join(sorted(self.venues_down)))
         else:
-            denial = self.gate.check_submit(cmd, self)
+            denial = self.gate.check_submit(cmd, self, order)
         self._verdict(cmd, denial)
 
     def _cancel(self, cmd: CancelOrder) -> None:

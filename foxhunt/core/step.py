@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, final
 
+from mypy_extensions import mypyc_attr
+
 from foxhunt.messages.base import Derived
 from foxhunt.messages.orders import CancelOrder, ReplaceOrder, SubmitOrder
 
 
 @final
+@mypyc_attr(acyclic=True)  # it holds two sequences of messages: never a cycle, so the collector need not track it
 class Step:
     """What one input produced: events to journal, and the subset of commands to send to the venue. Read
     only: a step with nothing in it is shared."""

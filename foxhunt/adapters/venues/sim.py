@@ -28,10 +28,10 @@ from decimal import Decimal
 from typing import Final, Protocol, cast
 
 import anyio
-import msgspec
+from mypy_extensions import mypyc_attr
 
 from foxhunt.messages.base import Input, nanos
-from foxhunt.messages.fixed_point import SCALE, mul
+from foxhunt.messages.fixed_point import mul, times
 from foxhunt.messages.market import Bar, Instrument, MarketData, PriceType, QuoteTick
 from foxhunt.messages.orders import (
     CancelOrder,
@@ -72,15 +72,22 @@ class _Book:
     ask_size: int = 0
 
 
+@mypyc_attr(acyclic=True)  # strings, members and numbers, nothing that leads back: the collector need not track it
 class _Working:
-    """An order working at the venue (a plain class: compiled by mypyc, a dataclass's generated __init__
-    would run as Python, once for every order)."""
+    """An order at the venue, its terms read from the command once: compiled by mypyc, its fields are read
+    in C, where a command's are read through Python's attribute lookup, and validating and matching an order
+    reads them a dozen times. (A plain class: a dataclass's generated __init__ would run as Python.)"""
 
-    def __init__(self, cmd: SubmitOrder, leaves: int, price: int | None, trigger: int | None, day: int) -> None:
-        self.cmd = cmd
-        self.leaves = leaves
-        self.price = price
-        self.trigger = trigger
+    def __init__(self, cmd: SubmitOrder, day: int) -> None:
+        self.order_id = cmd.order_id
+        self.symbol = cmd.symbol
+        self.side = cmd.side
+        self.kind = cmd.order_type
+        self.time_in_force = cmd.time_in_force
+        self.quantity = cmd.quantity
+        self.leaves = self.quantity
+        self.price = cmd.price
+        self.trigger = cmd.trigger_price
         self.day = day
         self.triggered = False
 
@@ -151,7 +158,7 @@ class SimVenue:
         book = self._update_book(msg)
         if book is not None and self.working:
             for w in list(self.working.values()):
-                if w.cmd.symbol == msg.symbol:
+                if w.symbol == msg.symbol:
                     self._match(w, book)
         return self._out
 
@@ -162,69 +169,72 @@ class SimVenue:
             case SubmitOrder():
                 self._submit(cmd)
             case CancelOrder():
-                w = self.working.pop(cmd.order_id, None)
-                if w is None:
-                    self._emit(OrderCancelRejected, cmd, reason="UNKNOWN_ORDER: not working at the venue")
+                order_id, symbol = cmd.order_id, cmd.symbol
+                if self.working.pop(order_id, None) is None:
+                    self._emit(OrderCancelRejected, order_id, symbol, reason="UNKNOWN_ORDER: not working at the venue")
                 else:
-                    self._emit(OrderCanceled, cmd, reason=cmd.reason)
+                    self._emit(OrderCanceled, order_id, symbol, reason=cmd.reason)
             case ReplaceOrder():
                 self._replace(cmd)
 
     def _submit(self, cmd: SubmitOrder) -> None:
-        reason = self._invalid(cmd)
+        w = _Working(cmd, self.now // DAY_NS)
+        order_id, symbol = w.order_id, w.symbol
+        reason = self._invalid(w)
         if reason:
-            self._emit(OrderRejected, cmd, reason=reason)
+            self._emit(OrderRejected, order_id, symbol, reason=reason)
             return
         self._ids += 1
-        self._out.append(OrderAccepted(ts_event=self.now, ts_init=self.clock.now(), order_id=cmd.order_id,
-                                       symbol=cmd.symbol, venue_order_id=f"{self.name}-{self._ids}"))
-        w = _Working(cmd, cmd.quantity, cmd.price, cmd.trigger_price, self.now // DAY_NS)
-        self.working[cmd.order_id] = w
-        book = self.books.get(cmd.symbol)
+        self._out.append(OrderAccepted(ts_event=self.now, ts_init=self.clock.now(), order_id=order_id,
+                                       symbol=symbol, venue_order_id=f"{self.name}-{self._ids}"))
+        self.working[order_id] = w
+        book = self.books.get(symbol)
         if book is not None:
             self._match(w, book)
-        if cmd.time_in_force in _IMMEDIATE and cmd.order_id in self.working:
-            del self.working[cmd.order_id]
-            self._emit(OrderCanceled, cmd, reason=f"{cmd.time_in_force.value}: not filled at once")
+        if w.time_in_force in _IMMEDIATE and order_id in self.working:
+            del self.working[order_id]
+            self._emit(OrderCanceled, order_id, symbol, reason=f"{w.time_in_force.value}: not filled at once")
 
-    def _invalid(self, cmd: SubmitOrder) -> str:
-        inst = self.instruments.get(cmd.symbol)
+    def _invalid(self, w: _Working) -> str:
+        inst = self.instruments.get(w.symbol)
         if inst is None:
-            return f"UNKNOWN_SYMBOL: {cmd.symbol}"
-        if cmd.quantity <= 0 or cmd.quantity % inst.lot_size:
-            return f"INVALID_QUANTITY: {cmd.quantity} is not a positive multiple of lot {inst.lot_size}"
-        kind, price, trigger = cmd.order_type, cmd.price, cmd.trigger_price
+            return f"UNKNOWN_SYMBOL: {w.symbol}"
+        if w.quantity <= 0 or w.quantity % inst.lot_size:
+            return f"INVALID_QUANTITY: {w.quantity} is not a positive multiple of lot {inst.lot_size}"
+        kind, price, trigger = w.kind, w.price, w.trigger
         if kind is _LIMIT and price is None or kind is _STOP and trigger is None:
             return f"MISSING_PRICE: a {kind.value} order needs a price"
         if price is not None or trigger is not None:  # a market order has neither
             for p in (price, trigger):
                 if p is not None and (p <= 0 or p % inst.tick_size):
                     return f"INVALID_PRICE: {p} is not a positive multiple of tick {inst.tick_size}"
-        if kind is _MARKET and cmd.symbol not in self.books:
+        if kind is _MARKET and w.symbol not in self.books:
             return "NO_MARKET: no quote yet for a market order"
         return ""
 
     def _replace(self, cmd: ReplaceOrder) -> None:
-        w = self.working.get(cmd.order_id)
+        order_id, symbol = cmd.order_id, cmd.symbol
+        w = self.working.get(order_id)
         if w is None:
-            self._emit(OrderCancelRejected, cmd, reason="UNKNOWN_ORDER: not working at the venue", replace=True)
+            self._emit(OrderCancelRejected, order_id, symbol, reason="UNKNOWN_ORDER: not working at the venue",
+                       replace=True)
             return
-        filled = w.cmd.quantity - w.leaves
-        qty = w.cmd.quantity if cmd.quantity is None else cmd.quantity
-        inst = self.instruments[cmd.symbol]
+        filled = w.quantity - w.leaves
+        qty = w.quantity if cmd.quantity is None else cmd.quantity
+        inst = self.instruments[symbol]
         price = w.price if cmd.price is None else cmd.price
         trigger = w.trigger if cmd.trigger_price is None else cmd.trigger_price
         if qty <= filled or qty % inst.lot_size:
-            self._emit(OrderCancelRejected, cmd, reason=f"INVALID_QUANTITY: {qty} (filled {filled})", replace=True)
-            return
-        if any(p is not None and (p <= 0 or p % inst.tick_size) for p in (price, trigger)):
-            self._emit(OrderCancelRejected, cmd, reason="INVALID_PRICE: not a positive multiple of the tick",
+            self._emit(OrderCancelRejected, order_id, symbol, reason=f"INVALID_QUANTITY: {qty} (filled {filled})",
                        replace=True)
             return
-        w.cmd = msgspec.structs.replace(w.cmd, quantity=qty, price=price, trigger_price=trigger)
-        w.leaves, w.price, w.trigger = qty - filled, price, trigger
-        self._emit(OrderReplaced, cmd, quantity=qty, price=price, trigger_price=trigger)
-        book = self.books.get(cmd.symbol)
+        if any(p is not None and (p <= 0 or p % inst.tick_size) for p in (price, trigger)):
+            self._emit(OrderCancelRejected, order_id, symbol,
+                       reason="INVALID_PRICE: not a positive multiple of the tick", replace=True)
+            return
+        w.quantity, w.leaves, w.price, w.trigger = qty, qty - filled, price, trigger
+        self._emit(OrderReplaced, order_id, symbol, quantity=qty, price=price, trigger_price=trigger)
+        book = self.books.get(symbol)
         if book is not None:
             self._match(w, book)
 
@@ -253,9 +263,8 @@ class SimVenue:
         return None
 
     def _match(self, w: _Working, book: _Book) -> None:
-        cmd = w.cmd
-        buy = cmd.side is _BUY
-        kind = cmd.order_type
+        buy = w.side is _BUY
+        kind = w.kind
         if kind is _STOP and not w.triggered:
             trigger = cast(int, w.trigger)  # a stop order has one (_invalid)
             if not (book.ask >= trigger if buy else book.bid <= trigger):
@@ -268,10 +277,10 @@ class SimVenue:
                 return
         available = book.ask_size if buy else book.bid_size
         qty = w.leaves
-        inst = self.instruments[cmd.symbol]
+        inst = self.instruments[w.symbol]
         if available:
             qty = min(qty, available - available % inst.lot_size)
-            if qty == 0 or (qty < w.leaves and cmd.time_in_force is _FOK):
+            if qty == 0 or (qty < w.leaves and w.time_in_force is _FOK):
                 return
             if buy:
                 book.ask_size -= qty
@@ -279,24 +288,23 @@ class SimVenue:
                 book.bid_size -= qty
         leaves = w.leaves = w.leaves - qty
         self._ids += 1
-        commission = mul(touch, qty) * inst.multiplier * self.fee_bps // (10_000 * SCALE)
+        # value * fee_bps // (10_000 * SCALE), as two floor divisions (the same, for positive divisors)
+        commission = mul(times(mul(touch, qty), inst.multiplier), self.fee_bps) // 10_000
         if leaves == 0:
-            del self.working[cmd.order_id]
+            del self.working[w.order_id]
         self._out.append(
             (OrderPartiallyFilled if leaves else OrderFilled)(
-                ts_event=self.now, ts_init=self.clock.now(), order_id=cmd.order_id, symbol=cmd.symbol,
-                side=cmd.side, trade_id=f"{self.name}-T{self._ids}", last_qty=qty, last_price=touch,
-                leaves_qty=leaves, commission=commission, cum_qty=cmd.quantity - leaves,
+                ts_event=self.now, ts_init=self.clock.now(), order_id=w.order_id, symbol=w.symbol,
+                side=w.side, trade_id=f"{self.name}-T{self._ids}", last_qty=qty, last_price=touch,
+                leaves_qty=leaves, commission=commission, cum_qty=w.quantity - leaves,
             )
         )
 
     def _expire_day_orders(self, day: int) -> None:
         for order_id, w in list(self.working.items()):
-            if w.cmd.time_in_force is TimeInForce.DAY and w.day < day:
+            if w.time_in_force is TimeInForce.DAY and w.day < day:
                 del self.working[order_id]
-                self._emit(OrderExpired, w.cmd)
+                self._emit(OrderExpired, order_id, w.symbol)
 
-    def _emit(self, kind: type, cmd: SubmitOrder | CancelOrder | ReplaceOrder, **fields: object) -> None:
-        self._out.append(
-            kind(ts_event=self.now, ts_init=self.clock.now(), order_id=cmd.order_id, symbol=cmd.symbol, **fields)
-        )
+    def _emit(self, kind: type, order_id: str, symbol: str, **fields: object) -> None:
+        self._out.append(kind(ts_event=self.now, ts_init=self.clock.now(), order_id=order_id, symbol=symbol, **fields))

@@ -52,7 +52,7 @@ from foxhunt.core.risk import checks as rc
 from foxhunt.core.risk.limits import OPEN_QTY_MAX, QTY_MAX, RiskLimits, effective
 from foxhunt.core.risk.var import BookVar
 from foxhunt.messages.base import SCALE, format_fixed, nanos
-from foxhunt.messages.fixed_point import ratio
+from foxhunt.messages.fixed_point import ratio, times
 from foxhunt.messages.market import Bar, Instrument, QuoteTick, TradeTick
 from foxhunt.messages.orders import OrderType, ReplaceOrder, Side, SubmitOrder, TimeInForce
 from foxhunt.messages.system import TradingState
@@ -243,21 +243,27 @@ class PreTradeGate:
 
     # --- checks ----------------------------------------------------------------------------------
 
-    def check_submit(self, cmd: SubmitOrder, view: KernelView) -> Denial | None:
-        kind = cmd.order_type
-        if (cmd.price is None) is (kind is _LIMIT) or (cmd.trigger_price is None) is (kind is _STOP):
-            return Denial("INVALID_ORDER_TERMS", terms_problem(kind, cmd.price, cmd.trigger_price))
-        priced = cmd.price if kind is _LIMIT else cmd.trigger_price  # a stop's trigger
-        band = self.bands.get(cmd.symbol)
+    def check_submit(self, cmd: SubmitOrder, view: KernelView, order: Order | None = None) -> Denial | None:
+        """The new order `cmd`'s denial, or None where it passes. `order` is the kernel's Order made of it
+        (Order.from_command, made here where not given): its terms are read from there, a native object's
+        fields where compiled, rather than from the message again."""
+        if order is None:
+            order = Order.from_command(cmd)
+        kind, price, trigger, quantity = order.order_type, order.price, order.trigger_price, order.quantity
+        if (price is None) is (kind is _LIMIT) or (trigger is None) is (kind is _STOP):
+            return Denial("INVALID_ORDER_TERMS", terms_problem(kind, price, trigger))
+        priced = price if kind is _LIMIT else trigger  # a stop's trigger
+        symbol = order.symbol
+        band = self.bands.get(symbol)
         if band is not None and priced is not None and not band[0] <= priced <= band[1]:
             return Denial("PRICE_OUTSIDE_BAND", f"price={format_fixed(priced)} band={format_fixed(band[0])}-"
                                                 f"{format_fixed(band[1])}")
-        denial = self._check(cmd.symbol, cmd.side, cmd.quantity, cmd.quantity, priced, cmd.reduce_only, view,
-                             0, 0, 0, _TERMS[cmd.order_type] + _TIFS[cmd.time_in_force], cmd.trigger_price or 0)
+        denial = self._check(symbol, order.side, quantity, quantity, priced, order.reduce_only, view,
+                             0, 0, 0, _TERMS[kind] + _TIFS[order.time_in_force], trigger or 0)
         if denial is None and self.kelly_capital is not None and cmd.edge_win_prob is not None:
             denial = self._check_kelly(cmd, view)
         if denial is None and kind is not _LIMIT:
-            self.worth[cmd.order_id] = self._worth
+            self.worth[order.order_id] = self._worth
         return denial
 
     def _check_kelly(self, cmd: SubmitOrder, view: KernelView) -> Denial | None:
@@ -371,7 +377,7 @@ class PreTradeGate:
 
     def _collar_room(self, symbol: str, ref: int) -> int:
         bps = self.collars[symbol][0]
-        return 0 if bps == _UNLIMITED else ref * bps // 10_000
+        return 0 if bps == _UNLIMITED else times(ref, bps) // 10_000
 
     def _check_var(self, book_var: BookVar, symbol: str, delta_units: float) -> Denial | None:
         result = book_var.check(symbol, delta_units)
