@@ -452,22 +452,23 @@ class Kernel:
         """Why a fill the order's lifecycle allows cannot be booked as it stands: a quantity off the lot, a
         price off the execution tick or the collar around the reference (an order without a limit, which the
         collar bounds), or a position beyond what the engine holds ("" if none)."""
-        inst = self.instruments[order.symbol]
-        if fill.last_qty % inst.lot_size:
-            return f"fill of {format_fixed(fill.last_qty)} is not a multiple of the lot {format_fixed(inst.lot_size)}"
+        symbol, qty, price = order.symbol, fill.last_qty, fill.last_price  # the fill's side is the order's (refusal)
+        inst = self.instruments[symbol]
+        if qty % inst.lot_size:
+            return f"fill of {format_fixed(qty)} is not a multiple of the lot {format_fixed(inst.lot_size)}"
         tick = inst.execution_tick or inst.tick_size
-        if fill.last_price % tick:
-            return (f"fill at {format_fixed(fill.last_price)} is not a multiple of the tick {format_fixed(tick)}"
-                    f" (instruments.{order.symbol}.execution_tick, where executions are finer)")
+        if price % tick:
+            return (f"fill at {format_fixed(price)} is not a multiple of the tick {format_fixed(tick)}"
+                    f" (instruments.{symbol}.execution_tick, where executions are finer)")
         if order.order_type is not _LIMIT:
-            beyond = self.gate.beyond_collar(order.symbol, fill.last_price, reference_price(
-                self.market.get(order.symbol), 0)[0])
+            beyond = self.gate.beyond_collar(symbol, price, reference_price(self.market.get(symbol), 0)[0])
             if beyond:
-                return f"fill at {format_fixed(fill.last_price)}: {beyond}"
-        pos = self.portfolio.positions.get(order.symbol)
+                return f"fill at {format_fixed(price)}: {beyond}"
+        pos = self.portfolio.positions.get(symbol)
         held = pos.quantity if pos is not None else 0
-        after = held + fill.last_qty if fill.side is _BUY else held - fill.last_qty
-        if not -POSITION_MAX <= after <= POSITION_MAX:
+        after = held + qty if order.side is _BUY else held - qty
+        # a tagged int first: compiled, a comparison with POSITION_MAX (2**62, beyond one) is Python's
+        if not -_TAGGED <= after <= _TAGGED and not -POSITION_MAX <= after <= POSITION_MAX:
             return f"the position would be {format_fixed(after)}, beyond what foxhunt holds"
         return ""
 
@@ -505,12 +506,14 @@ class Kernel:
             fill = booked(order, report)
         if not self._admit(fill, order):
             return
-        inst = self.instruments[fill.symbol]
-        pos = self.portfolio.open_position(fill.symbol, inst.currency, inst.multiplier)
-        self.portfolio.apply_fill(pos, fill.side, fill.last_qty, fill.last_price, fill.commission)
-        self.gate.on_position(fill.symbol, pos.quantity)
+        order = cast(Order, order)  # admitted: the order's, of its symbol and side (refusal)
+        symbol = order.symbol
+        inst = self.instruments[symbol]
+        pos = self.portfolio.open_position(symbol, inst.currency, inst.multiplier)
+        self.portfolio.apply_fill(pos, order.side, fill.last_qty, fill.last_price, fill.commission)
+        self.gate.on_position(symbol, pos.quantity)
         self._position_changed(pos, fill)
-        self._on_order_event(fill, cast(Order, order))
+        self._on_order_event(fill, order)
         if self.safeguards.fills:
             self.safeguards.on_fill(fill, self.now_ns)
 
@@ -755,12 +758,19 @@ _ALIGNED: Final[dict[type, tuple[tuple[type, ...], ...]]] = {
                for field in cast(type[msgspec.Struct], cls).__struct_fields__)
     for cls, fields in _REQUEST_FIELDS.items()
 }
+_TAGGED: Final = 2**62 - 1  # the largest int mypyc holds unboxed
 _ASTUPLE: Final = msgspec.structs.astuple  # a C static, where compiled (`msgspec.structs.astuple`: two lookups)
 
 
 def _fits(value: object, kinds: tuple[type, ...]) -> bool:
     kind = type(value)
-    return kind in kinds and (kind is not int or -INT64_MAX <= cast(int, value) <= INT64_MAX)
+    for k in kinds:  # by identity, where `in` would compare each with ==
+        if k is kind:
+            break
+    else:
+        return False
+    # a tagged int (|value| < 2**62) first: compiled, a comparison with INT64_MAX, beyond one, is Python's
+    return kind is not int or -_TAGGED <= cast(int, value) <= _TAGGED or -INT64_MAX <= cast(int, value) <= INT64_MAX
 
 
 def malformed(cmd: object) -> str:

@@ -58,6 +58,7 @@ OPEN_STATUSES: Final = frozenset({S.SUBMITTED, S.ACCEPTED, S.PARTIALLY_FILLED})
 _INITIALIZED: Final = S.INITIALIZED
 _DENIED: Final = S.DENIED
 _SUBMITTED: Final = S.SUBMITTED
+_ACCEPTED: Final = S.ACCEPTED
 _PARTIALLY_FILLED: Final = S.PARTIALLY_FILLED
 _FILLED: Final = S.FILLED
 _CANCELED: Final = S.CANCELED
@@ -110,6 +111,18 @@ TRANSITIONS: Final[dict[tuple[OrderStatus, type], OrderStatus]] = {
     (S.REJECTED, OrderDenied): S.REJECTED,
     (S.DENIED, OrderDenied): S.DENIED,
 }
+
+
+# the same table by status, then by the event's type: two lookups by pointers' hashes, where a key of both is
+# a tuple to make and hash (the order path looks up five an order)
+_NEXT: Final[dict[OrderStatus, dict[type, OrderStatus]]] = {
+    status: {event: after for (before, event), after in TRANSITIONS.items() if before is status} for status in S
+}
+
+
+def _open(status: OrderStatus) -> bool:
+    """Whether an order in `status` is working (OPEN_STATUSES): by identity, where the set hashes a member."""
+    return status is _SUBMITTED or status is _ACCEPTED or status is _PARTIALLY_FILLED
 
 
 class InvalidTransition(Exception):
@@ -190,7 +203,7 @@ class Order:
 
     @property
     def is_open(self) -> bool:
-        return self.status in OPEN_STATUSES
+        return _open(self.status)
 
     @property
     def unacknowledged(self) -> bool:
@@ -199,16 +212,18 @@ class Order:
 
     def apply(self, event: OrderEvent) -> None:
         kind = type(event)  # messages are final classes: exact types, as the transition table has them
-        self.status = TRANSITIONS.get((self.status, kind)) or next_status(self.status, event)  # which raises
+        self.status = _NEXT[self.status].get(kind) or next_status(self.status, event)  # which raises
         if kind is _FILL or kind is _PARTIAL_FILL:
             fill = cast(OrderFilled, event)
-            self.filled_qty += fill.last_qty
+            # each field read once: a message's field is read through Python's attribute lookup
+            qty, trade_id, cum_qty = fill.last_qty, fill.trade_id, fill.cum_qty
+            self.filled_qty += qty
             if self.filled_qty > self.quantity:
                 raise InvalidTransition(f"order {self.order_id} overfilled: {self.filled_qty} > {self.quantity}")
-            if fill.trade_id:
-                self.executions[fill.trade_id] = (fill.cum_qty, fill.last_qty, fill.commission)
-            elif fill.cum_qty is not None:
-                self.covered_qty = max(self.covered_qty, fill.cum_qty)
+            if trade_id:
+                self.executions[trade_id] = (cum_qty, qty, fill.commission)
+            elif cum_qty is not None:
+                self.covered_qty = max(self.covered_qty, cum_qty)
             # Reports may arrive out of order (a resend, a reconciliation racing a live report): the
             # quantities, not the report's kind, say whether anything is left. An order is filled once all
             # of it is, and partly filled until then.
@@ -236,15 +251,16 @@ def duplicate(order: Order, fill: Fill) -> str:
     a reconciliation booked through is in what that booked. A fill without an execution id (from an order
     status: the venue's CumQty, nothing more) books what of the quantity up to its CumQty no fill covers
     yet, so reports that arrive in any order, repeated or resent, add up to the venue's CumQty."""
-    if fill.trade_id:
-        if fill.trade_id in order.executions:
-            return f"execution {fill.trade_id} is booked already"
-        if fill.cum_qty is not None and fill.cum_qty <= order.covered_qty:
-            return (f"execution {fill.trade_id} (CumQty {format_fixed(fill.cum_qty)}) is within the CumQty "
+    trade_id, cum_qty = fill.trade_id, fill.cum_qty
+    if trade_id:
+        if trade_id in order.executions:
+            return f"execution {trade_id} is booked already"
+        if cum_qty is not None and cum_qty <= order.covered_qty:
+            return (f"execution {trade_id} (CumQty {format_fixed(cum_qty)}) is within the CumQty "
                     f"{format_fixed(order.covered_qty)} a reconciliation booked")
         return ""
-    if fill.cum_qty is not None and _uncovered(order, fill.cum_qty) <= 0:
-        return f"CumQty {format_fixed(fill.cum_qty)} is booked already"
+    if cum_qty is not None and _uncovered(order, cum_qty) <= 0:
+        return f"CumQty {format_fixed(cum_qty)} is booked already"
     return ""
 
 
@@ -272,19 +288,21 @@ def refusal(order: Order | None, report: OrderEvent) -> str:
         return "no such order (or one closed before the kernel's newest closed orders, which it forgot)"
     if report.symbol != order.symbol:
         return f"symbol {report.symbol} is not the order's {order.symbol}"
-    if (order.status, type(report)) not in TRANSITIONS:
-        return f"{type(report).__name__} not allowed for an order in {order.status.value}"
-    if type(report) is _FILL or type(report) is _PARTIAL_FILL:
+    kind = type(report)
+    if kind not in _NEXT[order.status]:
+        return f"{kind.__name__} not allowed for an order in {order.status.value}"
+    if kind is _FILL or kind is _PARTIAL_FILL:
         fill = cast(OrderFilled, report)
         if fill.side is not order.side:
             return f"fill side {fill.side.value} is not the order's {order.side.value}"
-        if fill.last_qty <= 0 or fill.last_price <= 0:
-            return f"fill of {format_fixed(fill.last_qty)} at {format_fixed(fill.last_price)}: not a trade"
+        qty, price = fill.last_qty, fill.last_price
+        if qty <= 0 or price <= 0:
+            return f"fill of {format_fixed(qty)} at {format_fixed(price)}: not a trade"
         limit = order.price if order.order_type is _LIMIT else None
-        if limit is not None and (fill.last_price > limit if order.side is _BUY else fill.last_price < limit):
-            return f"fill at {format_fixed(fill.last_price)} beyond the order's limit {format_fixed(limit)}"
-        if order.filled_qty + fill.last_qty > order.quantity:
-            return (f"fill of {format_fixed(fill.last_qty)} beyond the order's {format_fixed(order.quantity)}"
+        if limit is not None and (price > limit if order.side is _BUY else price < limit):
+            return f"fill at {format_fixed(price)} beyond the order's limit {format_fixed(limit)}"
+        if order.filled_qty + qty > order.quantity:
+            return (f"fill of {format_fixed(qty)} beyond the order's {format_fixed(order.quantity)}"
                     f" ({format_fixed(order.filled_qty)} filled)")
     return ""
 
@@ -324,9 +342,9 @@ class Orders:
         """`apply` for an order already in hand (the kernel's order path)."""
         before = order.status
         order.apply(event)
-        if order.status in OPEN_STATUSES:
+        if _open(order.status):
             self.open[order.order_id] = order
-        elif before in OPEN_STATUSES or before is _INITIALIZED:  # it closed now
+        elif _open(before) or before is _INITIALIZED:  # it closed now
             self.open.pop(order.order_id, None)
             self._closed(order)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from foxhunt.messages.fixed_point import SCALE, mul, times
+from foxhunt.messages.fixed_point import div, mul, times
 from foxhunt.messages.orders import Side
 
 _BUY: Final = Side.BUY  # read through its class, an Enum member costs 75 ns on Python 3.11 (adapters/venues/sim.py)
@@ -40,7 +40,7 @@ class Position:
         """Average entry price of the open quantity, nanos (0 when flat)."""
         if self.quantity == 0:
             return 0
-        return self.cost * SCALE // times(self.quantity, self.multiplier)
+        return div(self.cost, times(self.quantity, self.multiplier))
 
     def revalue(self, price: int) -> int:
         """Mark at `price`; return the change in unrealised PnL."""

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from foxhunt.messages import codec
 from foxhunt.messages.base import SCALE, format_fixed, mul, parse_fixed
-from foxhunt.messages.fixed_point import INT64_MAX, ratio, times
+from foxhunt.messages.fixed_point import INT64_MAX, div, ratio, times
 
 ints = st.integers(min_value=-(2**62), max_value=2**62)
 texts = st.text(max_size=20)
@@ -111,16 +111,22 @@ _EDGES = [0, 1, -1, SCALE - 1, SCALE, SCALE + 1, -SCALE + 1, -SCALE, -SCALE - 1,
           2**62, 2**63, -(2**63) - 1, 10**30, -(10**30)]
 
 
-def test_mul_and_times_are_python_s_exact_integer_products_on_both_paths_also_compiled():
-    """Compiled, both run in int64 wherever the result provably fits and through Python's integers elsewhere;
-    either way the result is Python's `a * b // SCALE` and `a * b`: rounding toward minus infinity, negative
-    operands, every edge of the machine-word path, and products far beyond int64."""
+def test_mul_div_and_times_are_python_s_exact_integer_arithmetic_on_both_paths_also_compiled():
+    """Compiled, all three run in int64 wherever the result provably fits and through Python's integers
+    elsewhere; either way the result is Python's `a * b // SCALE`, `a * SCALE // b` and `a * b`: rounding toward minus
+    infinity, negative operands, every edge of the machine-word path, and results far beyond int64."""
     rng = random.Random(11)
     values = _EDGES + [-v for v in _EDGES] + [rng.randrange(-(2**e), 2**e + 1) for e in range(0, 72, 2)
                                               for _ in range(40)]
     pairs = [(a, b) for a in _EDGES for b in _EDGES] + [(rng.choice(values), rng.choice(values)) for _ in range(40_000)]
     assert [mul(a, b) for a, b in pairs] == [a * b // SCALE for a, b in pairs]
     assert [times(a, b) for a, b in pairs] == [a * b for a, b in pairs]
+    divisors = [b for b in values if b] + [2**63 // 1000 - 1, 2**63 // 1000, -(2**63 // 1000), 3, -3, 7]
+    quotients = [(a, rng.choice(divisors)) for a in values for _ in range(12)]
+    quotients += [(a, b) for a in _EDGES for b in divisors[:40]]
+    assert [div(a, b) for a, b in quotients] == [a * SCALE // b for a, b in quotients]
+    with pytest.raises(ZeroDivisionError):
+        div(1, 0)
     # what the order path multiplies: a price by a quantity, the value by a multiplier, a reference by bps
     assert mul(parse_fixed("1.10345"), parse_fixed("-20000000")) == parse_fixed("-22069000")
     assert mul(parse_fixed("-0.000000001"), parse_fixed("0.5")) == -1  # toward minus infinity
