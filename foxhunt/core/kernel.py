@@ -129,6 +129,7 @@ BEHAVIOUR = 8
 
 
 PRICE_MAX: Final = INT64_MAX  # market data priced above it (or at or below 0) is flagged, not traded on
+_TAGGED: Final = 2**62 - 1  # the largest int mypyc holds unboxed: compared with first, a compare in C
 POSITION_MAX: Final = 2**62  # a fill that would take a position beyond +-this is refused: the engine's sums stay exact
 
 
@@ -326,7 +327,7 @@ class Kernel:
 
     def _on_quote(self, q: QuoteTick) -> None:
         bid, ask, symbol = q.bid, q.ask, q.symbol
-        if bid >= ask or bid <= 0 or ask > PRICE_MAX:
+        if bid >= ask or bid <= 0 or ask > _TAGGED and ask > PRICE_MAX:  # a tagged int's bound first (_fits)
             reason = "crossed quote" if bid > ask else ("locked quote" if bid == ask else "bad price")
             self._derived.append(
                 MarketDataFlagged(ts_event=q.ts_event, ts_init=q.ts_init, symbol=symbol, reason=reason)
@@ -758,7 +759,6 @@ _ALIGNED: Final[dict[type, tuple[tuple[type, ...], ...]]] = {
                for field in cast(type[msgspec.Struct], cls).__struct_fields__)
     for cls, fields in _REQUEST_FIELDS.items()
 }
-_TAGGED: Final = 2**62 - 1  # the largest int mypyc holds unboxed
 _ASTUPLE: Final = msgspec.structs.astuple  # a C static, where compiled (`msgspec.structs.astuple`: two lookups)
 
 
@@ -769,7 +769,7 @@ def _fits(value: object, kinds: tuple[type, ...]) -> bool:
             break
     else:
         return False
-    # a tagged int (|value| < 2**62) first: compiled, a comparison with INT64_MAX, beyond one, is Python's
+    # a tagged int's bound first: compiled, a comparison with INT64_MAX, beyond a tagged int, is Python's
     return kind is not int or -_TAGGED <= cast(int, value) <= _TAGGED or -INT64_MAX <= cast(int, value) <= INT64_MAX
 
 
