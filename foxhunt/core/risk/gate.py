@@ -104,6 +104,9 @@ class PreTradeGate:
 
     def __init__(self, limits: RiskLimits, instruments: dict[str, Instrument]) -> None:
         self.instruments = instruments
+        # each instrument's multiplier as a plain int: read by every order event, where an Instrument's field
+        # is Python's attribute lookup
+        self.multipliers = {symbol: inst.multiplier for symbol, inst in instruments.items()}
         compiled = rc.kernels()
         self.check, self.record_message = compiled.check_order_nb, compiled.record_message_nb
         self.flow = np.zeros(0, dtype=np.int64)  # configure() builds the engine's state and these views into it
@@ -428,23 +431,23 @@ class PreTradeGate:
                 self._var_exposure(self.book_var, symbol)
         if is_open is not was_open:
             cells[_S_OPEN_ORDERS] += 1 if is_open else -1
-        mult = self.instruments[symbol].multiplier
+        mult = self.multipliers[symbol]
         worth = self.worth.get(order.order_id)
         limit = order.order_type is _LIMIT
-        resting = self.resting[symbol][0 if buy else 1]
         if was_open:  # the value out and back in, as two steps: float sums must come out as they always have
             self.working_value -= _value(leaves_before, price_before if worth is None else worth, mult)
-            if price_before is not None and limit:
+        if is_open:
+            self.working_value += _value(leaves, order.price if worth is None else worth, mult)
+        elif worth is not None:
+            del self.worth[order.order_id]
+        if limit:  # our resting prices, for self-match prevention: only limit orders rest
+            resting = self.resting[symbol][0 if buy else 1]
+            if was_open and price_before is not None:
                 resting[price_before] -= 1
                 if not resting[price_before]:
                     del resting[price_before]
-        if is_open:
-            self.working_value += _value(leaves, order.price if worth is None else worth, mult)
-            if order.price is not None and limit:
+            if is_open and order.price is not None:
                 resting[order.price] = resting.get(order.price, 0) + 1
-        elif worth is not None:
-            del self.worth[order.order_id]
-        if limit:
             cells[_S_OWN_BID if buy else _S_OWN_ASK] = (max(resting) if buy else min(resting)) if resting else 0
 
     # --- denial details -----------------------------------------------------------------------------
