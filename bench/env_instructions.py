@@ -22,13 +22,8 @@ from foxhunt import compiled
 compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
 
 import argparse
-import os
-import re
-import shutil
-import subprocess
-import sys
-import tempfile
 
+import callgrind
 from env_steps import actions, setting
 
 from foxhunt import bootstrap
@@ -48,16 +43,7 @@ def run(policy: str, steps: int) -> None:
 
 
 def count(policy: str, steps: int) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out", sys.executable, __file__,
-             "--policy", policy, "--run", str(steps)],
-            capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}, check=True,
-        )
-    match = re.search(r"Collected : (\d+)", proc.stderr)
-    if match is None:
-        raise SystemExit(f"no instruction count in valgrind's output:\n{proc.stderr[-2000:]}")
-    return int(match.group(1))
+    return callgrind.count(__file__, "--policy", policy, "--run", str(steps))
 
 
 def main() -> None:
@@ -69,8 +55,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.run is not None:
         return run(args.policy, args.run)
-    if shutil.which("valgrind") is None:
-        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+    callgrind.require_valgrind()
     count(args.policy, args.small)  # a first run fills numba's cache of the risk kernels
     small, large = count(args.policy, args.small), count(args.policy, args.large)
     per_step = (large - small) / ((args.large - args.small) * ENVS)

@@ -20,15 +20,11 @@ from foxhunt import compiled
 compiled.check()  # before any compiled module is imported: a stale one runs as its Python source
 
 import argparse
-import os
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import anyio
+import callgrind
 import msgspec
 
 from foxhunt import config
@@ -79,16 +75,7 @@ def run(strategy: str, quotes: int, made: int) -> None:
 
 
 def count(strategy: str, quotes: int, made: int) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out", sys.executable, __file__,
-             "--strategy", strategy, "--run", str(quotes), "--made", str(made)],
-            capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}, check=True,
-        )
-    match = re.search(r"Collected : (\d+)", proc.stderr)
-    if match is None:
-        raise SystemExit(f"no instruction count in valgrind's output:\n{proc.stderr[-2000:]}")
-    return int(match.group(1))
+    return callgrind.count(__file__, "--strategy", strategy, "--run", str(quotes), "--made", str(made))
 
 
 def main() -> None:
@@ -101,8 +88,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.run is not None:
         return run(args.strategy, args.run, args.made)
-    if shutil.which("valgrind") is None:
-        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+    callgrind.require_valgrind()
     count(args.strategy, args.small, args.large)  # a first run fills numba's cache of the risk kernels
     small, large = count(args.strategy, args.small, args.large), count(args.strategy, args.large, args.large)
     per_quote = (large - small) / (args.large - args.small)

@@ -327,7 +327,7 @@ class Kernel:
 
     def _on_quote(self, q: QuoteTick) -> None:
         bid, ask, symbol = q.bid, q.ask, q.symbol
-        if bid >= ask or bid <= 0 or ask > _TAGGED and ask > PRICE_MAX:  # a tagged int's bound first (_fits)
+        if bid >= ask or bid <= 0 or ask > _TAGGED and ask > PRICE_MAX:  # PRICE_MAX is beyond _TAGGED: after it
             reason = "crossed quote" if bid > ask else ("locked quote" if bid == ask else "bad price")
             self._derived.append(
                 MarketDataFlagged(ts_event=q.ts_event, ts_init=q.ts_init, symbol=symbol, reason=reason)

@@ -195,7 +195,7 @@ class Order:
         # Order(...), not cls(...): compiled, a call of the class itself is the native constructor, where a
         # call of `cls` goes through Python's call of a type and its arguments' parsing
         return Order(cmd.order_id, cmd.strategy_id, cmd.symbol, cmd.side, cmd.order_type, cmd.quantity, cmd.price,
-                   cmd.trigger_price, cmd.time_in_force, cmd.reduce_only)
+                     cmd.trigger_price, cmd.time_in_force, cmd.reduce_only)
 
     @property
     def leaves_qty(self) -> int:
