@@ -81,9 +81,9 @@ def format_fixed(value: int) -> str:
 
 def mul(a: int, b: int) -> int:
     """Product of two fixed-point numbers, in nanos, rounded toward minus infinity: `a * b // SCALE`,
-    exactly. Compiled, it runs in machine words wherever both lie within 2**31 units and the product within
-    4.2 billion units, which holds for every price times quantity foxhunt trades; the rest through Python's
-    integers, as before.
+    exactly. Compiled, it runs in machine words wherever both lie within 2**31 units and the product of
+    their whole units within 2**32 (4.3 billion: an order's value in any currency foxhunt trades); the rest
+    through Python's integers, as before.
 
     In words: with a = ah * SCALE + al and b = bh * SCALE + bl (floor division, so 0 <= al, bl < SCALE),
     a * b // SCALE = ah * bh * SCALE + ah * bl + al * bh + al * bl // SCALE exactly, since the first three
