@@ -12,10 +12,13 @@ figures, and the metrics of runtime/performance.py, whose conventions it states.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import hashlib
 import html
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import aclosing
@@ -31,7 +34,7 @@ from foxhunt.runtime import performance
 from foxhunt.runtime.recovery import build_kernel
 from foxhunt.runtime.tracking import Run, Tracker
 
-MAX_MARKERS = 20_000  # fills drawn on the price; more are thinned evenly (all count in the figures)
+MAX_MARKERS = 20_000  # fills drawn on the price, scores drawn; more are thinned evenly (all count in the figures)
 
 
 class TrackingJournal(JournalWriter):
@@ -287,8 +290,10 @@ def render(runs: Sequence[Run], figures: Sequence[Figures], path: Path, title: s
         fig = go.Figure()
         for run, colour in zip(runs, colours, strict=False):
             xs, ys = _score_outcomes(run)
-            fig.add_trace(go.Scattergl(x=xs, y=ys, mode="markers", name=f"{run.label} scores",
-                                       marker=dict(color=colour, size=4, opacity=0.5)))
+            step = max(1, len(xs) // MAX_MARKERS)
+            # SVG, not WebGL: plotly's WebGL traces compile code at run time, which the page's policy forbids
+            fig.add_trace(go.Scatter(x=xs[::step], y=ys[::step], mode="markers", name=f"{run.label} scores",
+                                     marker=dict(color=colour, size=4, opacity=0.5)))
         plots.append(("scores", "Model scores against outcomes (forecast and realised log return)",
                       layout(fig, 380, xaxis_title="score (median quantile, first horizon)",
                              yaxis_title="realised log return over the horizon")))
@@ -311,23 +316,82 @@ def render(runs: Sequence[Run], figures: Sequence[Figures], path: Path, title: s
 
 def _page(path: Path, title: str, head: Sequence[str], plots: Sequence[tuple[str, str, object]],
           tail: Sequence[str]) -> None:
-    """One self-contained HTML file: plotly.js inlined, then `head`, the figures, `tail`."""
-    import plotly.io as pio
+    """One self-contained HTML file: plotly.js inlined, then `head`, the figures, `tail`.
+
+    What a journal holds is hostile text (a symbol from a data file, a currency from the command line): every
+    such string is escaped where it meets the HTML, and the page carries a Content-Security-Policy that runs
+    only the scripts written here, by their hashes (CSP Level 3, "hash-source"). A script planted in a
+    journal's text, should an escape ever be missed, is not run: neither a <script> element nor an event
+    handler attribute matches a hash. The gateway serves the page under the same policy (`policy_of`)."""
     import plotly.offline
 
     body = [f"<h1>{html.escape(title)}</h1>", *head]
+    scripts = [plotly.offline.get_plotlyjs()]
     for div_id, heading, figure in plots:
-        body.append(f"<h2>{html.escape(heading)}</h2>")
-        body.append(pio.to_html(figure, full_html=False, include_plotlyjs=False, div_id=f"fig-{div_id}",
-                                config={"displaylogo": False}))
+        body.append(f"<h2>{html.escape(heading)}</h2><div id='fig-{div_id}' class='figure'></div>")
+        scripts.append(_plot_script(f"fig-{div_id}", figure))
     body.extend(tail)
+    policy = "; ".join([
+        "default-src 'none'",
+        "script-src " + " ".join(_hash_source(s) for s in scripts),
+        "style-src 'unsafe-inline'",  # plotly styles its figures as it draws them
+        "img-src data:", "font-src data:", "base-uri 'none'", "form-action 'none'",
+    ])
     page = (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{policy}\">"
         f"<title>{html.escape(title)}</title><style>{_CSS}</style>"
-        f"<script type='text/javascript'>{plotly.offline.get_plotlyjs()}</script></head>"
-        f"<body data-figures='{len(plots)}'>{''.join(body)}</body></html>"
+        f"<script type='text/javascript'>{scripts[0]}</script></head>"
+        f"<body data-figures='{len(plots)}'>{''.join(body)}"
+        f"{''.join(f'<script>{s}</script>' for s in scripts[1:])}</body></html>"
     )
     path.write_text(page, encoding="utf-8")
+
+
+_POLICY = re.compile(rb"<meta http-equiv='Content-Security-Policy' content=\"([^\"]*)\">")
+
+
+def policy_of(page: bytes) -> str:
+    """The Content-Security-Policy a report (`_page`) carries, read from its head: what a server sends with
+    it. Only the head before the title is read, which holds nothing of a journal's."""
+    head = page[:page.find(b"<title>")]
+    found = _POLICY.search(head)
+    if found is None:
+        raise ValueError("not a foxhunt report: its head carries no Content-Security-Policy")
+    return found.group(1).decode("ascii")
+
+
+def _plot_script(div_id: str, figure: object) -> str:
+    """The script that draws `figure` into the element `div_id`. The figure's JSON has '<', '>' and '&'
+    written as JSON escapes, so no string in it can end the script element it sits in (HTML's "script data"
+    state ends at '</script')."""
+    import plotly.io as pio
+
+    shown = json.loads(pio.to_json(figure, validate=False, remove_uids=True))
+    shown["data"] = _plain_text(shown["data"])
+    data = json.dumps(shown, separators=(",", ":"))
+    safe = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    safe = safe.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return (f"(function(){{var f={safe};Plotly.newPlot({json.dumps(div_id)},f.data,f.layout,"
+            "{displaylogo:false,responsive:true});})();")
+
+
+def _plain_text(value: object) -> object:
+    """Every string of a figure's traces with '&', '<' and '>' as entities: plotly draws names, hover texts
+    and category labels as a subset of HTML (links and styles among it), and a journal's text shows as the
+    text it is."""
+    if isinstance(value, str):
+        return html.escape(value, quote=False)
+    if isinstance(value, list):
+        return [_plain_text(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain_text(v) for k, v in value.items()}
+    return value
+
+
+def _hash_source(script: str) -> str:
+    digest = hashlib.sha256(script.encode("utf-8")).digest()
+    return f"'sha256-{base64.b64encode(digest).decode('ascii')}'"
 
 
 def render_sweep(points: Sequence[dict[str, object]], metric: str, path: Path, title: str,
@@ -413,7 +477,7 @@ def _header(runs: Sequence[Run], figures: Sequence[Figures]) -> str:
     for run in runs:
         span = f"{_time([run.start])[0]} to {_time([run.end])[0]}" if run.events else "no events in the window"
         where = ", ".join(f"{k} {v}" for k, v in sorted(run.fingerprint.items()) if k in ("foxhunt", "kernel", "host"))
-        rows.append(f"<li><b>{html.escape(run.label)}</b>: {span}, {run.events} inputs, {run.clock} clock"
+        rows.append(f"<li><b>{html.escape(run.label)}</b>: {span}, {run.events} inputs, {html.escape(run.clock)} clock"
                     f"{', ' + html.escape(where) if where else ''}</li>")
     return f"<ul class='runs'>{''.join(rows)}</ul>"
 
@@ -429,7 +493,8 @@ def _metrics_table(runs: Sequence[Run], figures: Sequence[Figures]) -> str:
         cells = "".join(f"<td data-run='{i}' data-metric='{key}' data-value='{fg.metrics.get(key)!r}'>"
                         f"{_fmt(fg.metrics.get(key, math.nan), how)}</td>" for i, fg in enumerate(figures))
         rows.append(f"<tr><th>{label}</th>{cells}</tr>")
-    cells = "".join(f"<td data-run='{i}'>{dt.timedelta(seconds=fg.period_ns / 1e9)}, on {fg.capital:,.2f} {fg.currency}"
+    cells = "".join(f"<td data-run='{i}'>{dt.timedelta(seconds=fg.period_ns / 1e9)}, on {fg.capital:,.2f}"
+                    f" {html.escape(fg.currency)}"
                     "</td>" for i, fg in enumerate(figures))
     rows.append(f"<tr><th>Return period, on capital</th>{cells}</tr>")
     return f"<h2>Summary and metrics</h2><table class='metrics'><tr><th></th>{head}</tr>{''.join(rows)}</table>"
@@ -459,10 +524,12 @@ def _denial_table(runs: Sequence[Run]) -> str:
 def _conventions(figures: Sequence[Figures]) -> str:
     fg = figures[0]
     period = dt.timedelta(seconds=fg.period_ns / 1e9)
-    capital = ", ".join(f"{f.capital:,.2f} {f.currency} ({html.escape(f.capital_source)})" for f in figures)
+    capital = ", ".join(f"{f.capital:,.2f} {html.escape(f.currency)} ({html.escape(f.capital_source)})"
+                       for f in figures)
+    currency = html.escape(fg.currency)
     per_year = performance.YEAR_NS / fg.period_ns
     return (
-        f"Returns are the equity's change in {fg.currency} over each period of {period}, divided by the capital"
+        f"Returns are the equity's change in {currency} over each period of {period}, divided by the capital"
         f" base: {capital}; not compounded within the run. Annualised by calendar time: {per_year:,.0f}"
         " periods a year (365 days, markets open around the clock). Annualised return"
         " compounds the total over the years the run spans; volatility is the sample standard deviation (ddof 1)"

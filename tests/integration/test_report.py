@@ -95,3 +95,26 @@ def test_the_report_in_a_real_browser(cli_env, traded, tmp_path):
     assert equity_points > 100
     assert screenshot.stat().st_size > 50_000
     keep(screenshot)
+
+
+def test_a_missed_escape_still_runs_nothing_the_pages_policy_names_its_own_scripts(tmp_path):
+    """The report's second line of defence: were a journal's text ever written unescaped, the policy the page
+    carries (its own scripts by their hashes) keeps an injected handler or script element from running,
+    while its own figures draw."""
+    import plotly.graph_objects as go
+
+    from foxhunt.runtime.report import _page, policy_of
+
+    out = tmp_path / "missed.html"
+    figure = go.Figure(go.Scatter(x=[1, 2, 3], y=[1, 3, 2], name="</script><script>document.title='pwned'</script>"))
+    missed = "<img src=x onerror=\"document.title='pwned'\"><script>document.title='pwned'</script>"
+    _page(out, "missed escape", [missed], [("line", "A line", figure)], [])
+    scripts = policy_of(out.read_bytes()).split("script-src ")[1].split(";")[0]
+    assert scripts.startswith("'sha256-") and "unsafe" not in scripts
+    with chromium_page(800, 600) as (page, errors):
+        page.goto(out.as_uri())
+        page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2", timeout=30_000)
+        page.wait_for_timeout(500)
+        title = page.title()
+    assert title == "missed escape"
+    assert any("Content Security Policy" in e for e in errors), errors  # refused, and said so
