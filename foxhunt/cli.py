@@ -920,17 +920,19 @@ def _print_summary(summary: dict, as_json: bool) -> None:
     if sys.stdout.isatty():
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(show_header=False, box=None, pad_edge=False)
         table.add_column(justify="right", style="bold")
         table.add_column()
         for key, value in summary.items():
             shown = ", ".join(f"{k} {v}" for k, v in value.items()) if isinstance(value, dict) else str(value)
-            table.add_row(str(key), shown)
+            # Text, not a str: rich reads a str's [markup], and a summary holds a journal's text (symbols, reasons)
+            table.add_row(Text(admin_client.printable(str(key))), Text(admin_client.printable(shown)))
         Console().print(table)
         return
     for key, value in summary.items():
-        print(f"{key:>18}: {value}")
+        print(admin_client.printable(f"{key:>18}: {value}"))
 
 
 def _print_metrics(by_horizon: dict, title: str) -> None:

@@ -35,8 +35,31 @@ class AdminRefused(FoxhuntError):
 class Connection:
     def __init__(self, path: Path, timeout: float = 30.0) -> None:
         self.path = path
+        self.timeout = timeout
+        self._connect()
+
+    def reopened(self) -> bool:
+        """Connect again if the daemon has closed this connection (idle too long, or closed for a newer one
+        at its connection limit: admin/server.py); True when it did. Looked at before a request is sent,
+        so a command is never sent twice."""
+        self.sock.setblocking(False)  # a socket with a timeout would wait for something to read first
+        try:
+            if self.sock.recv(1, socket.MSG_PEEK) != b"":
+                return False  # something unasked for is waiting: leave it to the next read
+        except BlockingIOError:
+            return False  # open, nothing to read: as it should be between requests
+        except OSError:
+            pass
+        finally:
+            self.sock.settimeout(self.timeout)
+        self.sock.close()
+        self._connect()
+        return True
+
+    def _connect(self) -> None:
+        path = self.path
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
+        self.sock.settimeout(self.timeout)
         try:
             self.sock.connect(str(path))
         except FileNotFoundError:
@@ -116,6 +139,8 @@ def repl(path: Path, as_json: bool) -> int:
             except ValueError as e:
                 print(f"error: {e}", file=sys.stderr)
                 continue
+            if conn.reopened():
+                print("(connected again: the daemon had closed the idle connection)", file=sys.stderr)
             _print(conn.ask(argv), as_json)
     finally:
         conn.close()
@@ -171,16 +196,28 @@ def _print(reply: Reply, as_json: bool) -> None:
     if as_json:
         print(json.dumps({"ok": reply.ok, "result": reply.result, "error": reply.error or None}, sort_keys=True))
     elif not reply.ok:
-        print(f"error: {reply.error}", file=sys.stderr)
+        print(f"error: {printable(reply.error)}", file=sys.stderr)
     else:
         print(render(reply.result))
 
 
+def printable(text: str, newlines: bool = False) -> str:
+    """`text` with every control and format character written as an escape (\\x1b, \\u202e), line breaks too
+    unless `newlines`: what the daemon answers holds a journal's text (symbols, reasons, operators' names),
+    which must not move the cursor, retitle the terminal, reorder what is shown (Unicode's bidirectional
+    overrides) or start a line that looks like another field."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or (newlines and c == "\n") else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
+
+
 def render(value: Any, indent: int = 0) -> str:
-    """Readable text: a list of flat records as a table, a dict as aligned key: value lines."""
+    """Readable text: a list of flat records as a table, a dict as aligned key: value lines; every string in
+    it `printable`."""
     pad = " " * indent
     if isinstance(value, str):
-        return value
+        return printable(value, newlines=True)  # a whole answer in words (help)
     if isinstance(value, list):
         if not value:
             return pad + "(none)"
@@ -188,21 +225,22 @@ def render(value: Any, indent: int = 0) -> str:
             return _table(value, pad)
         return "\n".join(render(v, indent) for v in value)
     if isinstance(value, dict):
-        width = max((len(str(k)) for k in value), default=0)
+        width = max((len(printable(str(k))) for k in value), default=0)
         lines = []
         for key, v in value.items():
             if isinstance(v, (dict, list)) and v:
-                lines.append(f"{pad}{key}:")
+                lines.append(f"{pad}{printable(str(key))}:")
                 lines.append(render(v, indent + 2))
             else:
-                lines.append(f"{pad}{str(key):<{width}}  {v}")
+                lines.append(f"{pad}{printable(str(key)):<{width}}  {printable(str(v))}")
         return "\n".join(lines)
-    return pad + str(value)
+    return pad + printable(str(value))
 
 
 def _table(rows: list[dict[str, Any]], pad: str) -> str:
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    cells = [[_cell(row.get(c, "")) for c in columns] for row in rows]
+    columns = [printable(str(c)) for c in dict.fromkeys(k for row in rows for k in row)]
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    cells = [[_cell(row.get(k, "")) for k in keys] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
     lines = [pad + "  ".join(c.ljust(w) for c, w in zip(columns, widths))]
     lines += [pad + "  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
@@ -212,5 +250,5 @@ def _table(rows: list[dict[str, Any]], pad: str) -> str:
 
 def _cell(value: Any) -> str:
     if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"))
-    return str(value)
+        return json.dumps(value, separators=(",", ":"))  # escapes what is not ASCII itself
+    return printable(str(value))

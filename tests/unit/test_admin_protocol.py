@@ -77,6 +77,18 @@ def test_records_render_as_a_table():
     assert text.splitlines() == ["symbol  quantity", "EURUSD  1000", "GBPUSD  -5"]
 
 
+def test_a_journals_control_characters_reach_the_terminal_as_escapes():
+    """A symbol, a reason or an operator's name comes from whoever wrote the journal: no escape sequence
+    (retitling the terminal, moving the cursor), no bidirectional override and no line break of theirs
+    reaches the terminal as itself."""
+    hostile = "EUR\x1b]0;owned\x07USD\u202eDSU\nfake: line"
+    for text in (render([{"symbol": hostile, "qty": "1"}]), render({"reason": hostile}),
+                 render({"orders": [{"symbol": hostile}]})):
+        assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text and "fake: line" in text
+        assert "\\x1b]0;owned\\x07" in text and "\\u202e" in text and "\n" + "fake" not in text
+    assert render("a help text\nover two lines") == "a help text\nover two lines"  # its own line breaks stay
+
+
 # --- sd_notify -----------------------------------------------------------------------------------
 
 
