@@ -470,9 +470,11 @@ def web_gateway(cfg: Config, dsn: str, store: PostgresJournalStore):
     """`foxhunt web serve`: the gateway's shared parts (foxhunt/web/app.py), on the journal database."""
     from foxhunt.web.app import Gateway
     from foxhunt.web.db import Database
+    from foxhunt.web.reports import Reports
 
     socket = Path(cfg.web.admin_socket) if cfg.web.admin_socket else admin_socket(cfg)
-    return Gateway(store, Database(dsn), cfg.web, socket)
+    reports = Reports(lambda: PostgresJournalStore(dsn, store.policy))
+    return Gateway(store, Database(dsn), cfg.web, socket, reports)
 
 
 async def open_store(cfg: Config, dsn: str) -> PostgresJournalStore:

@@ -13,7 +13,6 @@ Reads come from PostgreSQL (journals.py); commands go to the daemon's admin sock
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,9 +37,10 @@ from foxhunt.ports import JournalStore
 from foxhunt.runtime import views
 from foxhunt.runtime.summary import summarize
 from foxhunt.web import auth
-from foxhunt.web.auth import LoginLimiter, Principal, Scope, Session, Sessions
+from foxhunt.web.auth import LoginLimiter, Principal, Scope, Session, Sessions, SessionsFull
 from foxhunt.web.db import Database
 from foxhunt.web.journals import Journals, JournalView, encoded
+from foxhunt.web.reports import ReportBusy, Reports
 from foxhunt.web.tokens import TokenStore
 
 log = structlog.get_logger("foxhunt.web")
@@ -237,8 +237,8 @@ class Gateway:
     tokens: TokenStore = field(init=False)
     sessions: Sessions = field(init=False)
     limiter: LoginLimiter = field(init=False)
+    reports: Reports
     journals: Journals | None = None  # once the app has started (it holds the views' task group)
-    reports: dict[tuple[str, int], bytes] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.tokens = TokenStore(self.db)
@@ -271,19 +271,37 @@ class Gateway:
         return session.principal
 
     async def check_token(self, token: str, client: str) -> Principal:
-        """A token's principal; a wrong one counts against the client's failed logins, however sent, and a
-        client over the limit is refused (429) before its token is looked at."""
+        """A token's principal. A wrong one counts against the client's failed logins, however sent, and a
+        client over the limit is answered 429 instead of 401; a live token is taken whatever its address's
+        failures (auth.py). A token the gateway's copy of the live ones does not know is asked of the
+        database, unless its client is over the limit: junk costs the database at most the limit's queries."""
+        who = await self.tokens.check(token)
+        if who is not None:
+            return who
         wait = self.limiter.retry_after(client)
         if wait > 0:
             log.warning("web_login_limited", client=client)
             raise HttpError(429, f"too many failed logins from {client}; try again in {wait:.0f} s",
                             {"retry-after": str(max(1, round(wait)))})
-        who = await self.tokens.check(token)
-        if who is None:
-            self.limiter.failed(client)
-            log.warning("web_login_failed", client=client)
-            raise HttpError(401, "unknown or revoked token")
-        return who
+        who = await self.tokens.lookup(token)
+        if who is not None:
+            return who
+        self.limiter.failed(client)
+        log.warning("web_login_failed", client=client)
+        raise HttpError(401, "unknown or revoked token")
+
+    async def no_longer_allowed(self, who: Principal, session_id: str | None) -> str | None:
+        """Why an open stream's credentials no longer hold, or None while they do: its token revoked, or (a
+        browser's stream) its session ended."""
+        try:
+            if not await self.tokens.live(who.token_id):
+                self.sessions.close_token(who.token_id)
+                return "the token has been revoked"
+        except JournalUnavailable:
+            return None  # the database is away: the stream's own reads say so; the token is checked again
+        if session_id is not None and self.sessions.get(session_id) is None:
+            return "the session has ended (logged out or expired)"
+        return None
 
     async def view(self, name: str) -> JournalView:
         assert self.journals is not None
@@ -298,9 +316,15 @@ def _client(conn: HTTPConnection) -> str:
 
 async def login(gw: Gateway, request: Request, _: None, q: dict[str, Any], body: LoginIn) -> Response:
     client = _client(request)
+    origin = request.headers.get("origin")
+    if origin is not None and not auth.same_origin(origin, request.headers.get("host")):
+        raise HttpError(403, "a login must come from this site (Origin)")
     who = await gw.check_token(body.token.strip(), client)
     gw.limiter.succeeded(client)
-    session = gw.sessions.open(who)
+    try:
+        session = gw.sessions.open(who)
+    except SessionsFull as e:
+        raise HttpError(503, f"cannot open a session: {e}") from None
     log.info("web_login", name=who.name, scope=who.scope, client=client)
     response = _json(_session_out(gw, session))
     response.set_cookie(COOKIE, session.id, max_age=int(gw.web.session_hours * 3600), httponly=True, samesite="strict",
@@ -395,21 +419,22 @@ async def bars(gw: Gateway, request: Request, who: Principal, q: dict[str, Any],
 
 
 async def report(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Response:
-    """The run's HTML report (runtime/report.py), made once per journal length and kept."""
-    from foxhunt.runtime import report as reports
+    """The run's HTML report (runtime/report.py), made off the event loop and kept a while (reports.py).
+
+    A report shows a journal's text, which anyone who can write a journal chose: it is served under the
+    policy it carries (only its own scripts, by their hashes) and sandboxed, an origin of its own with no
+    access to this site's cookies, so even a script that ran could not act as the viewer."""
+    from foxhunt.runtime.report import policy_of
 
     name = request.path_params["name"]
     last_seq = (await gw.store.info(name)).last_seq
-    page = gw.reports.get((name, last_seq))
-    if page is None:
-        with tempfile.TemporaryDirectory(prefix="foxhunt-web-") as tmp:
-            out = Path(tmp) / "report.html"
-            await reports.write_report(gw.store, [name], out)
-            page = out.read_bytes()
-        gw.reports = {key: value for key, value in gw.reports.items() if key[0] != name} | {(name, last_seq): page}
-    # the report inlines its scripts (plotly.js): it gets its own policy, and no network access
-    return HTMLResponse(page, headers={"content-security-policy": "default-src 'none'; script-src 'unsafe-inline'"
-                                       " 'unsafe-eval'; style-src 'unsafe-inline'; img-src data:; font-src data:"})
+    try:
+        page = await gw.reports.page(name, last_seq, who.token_id)
+    except ReportBusy as e:
+        raise HttpError(429, str(e), {"retry-after": "5"}) from None
+    return HTMLResponse(page.html, headers={
+        "content-security-policy": f"{policy_of(page.html)}; sandbox allow-scripts; frame-ancestors 'none'",
+        "x-report-seq": str(page.seq)})
 
 
 async def status(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Any:
@@ -514,13 +539,15 @@ def _parse_query(request: Request, params: tuple[Param, ...]) -> dict[str, Any]:
                 raise HttpError(400, f"query parameter {p.name} is required: {p.help}")
             out[p.name] = p.default
         elif p.kind is int:
-            if not text.isdigit() or len(text) > 18:
+            if not _whole(text):
                 raise HttpError(400, f"query parameter {p.name}: a whole number, got {text[:40]!r}")
             out[p.name] = int(text)
         elif p.kind is bool:
             if text.lower() not in ("1", "0", "true", "false"):
                 raise HttpError(400, f"query parameter {p.name}: true or false, got {text[:40]!r}")
             out[p.name] = text.lower() in ("1", "true")
+        elif not text.isprintable():
+            raise HttpError(400, f"query parameter {p.name}: a control character in {text[:40]!r}")
         else:
             out[p.name] = text
     unknown = set(request.query_params) - {p.name for p in params}
@@ -530,8 +557,37 @@ def _parse_query(request: Request, params: tuple[Param, ...]) -> dict[str, Any]:
     return out
 
 
+def _whole(text: str) -> bool:
+    """A whole number written in ASCII digits, as int() reads it without a doubt: str.isdigit() also takes
+    '²' and '٣', which int() refuses or reads as another digit."""
+    return 0 < len(text) <= 18 and text.isascii() and text.isdigit()
+
+
 def _json(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(msgspec.json.encode(value), status, headers, media_type="application/json")
+
+
+MAX_BODY = 64 * 1024
+
+
+async def _body(request: Request) -> bytes:
+    """A request's JSON body, refused before it is read whole when it is larger than MAX_BODY (413), and
+    refused when it is not declared `application/json` (415): a form on another site can send text/plain
+    (or url-encoded) without asking, but a browser sends application/json across sites only after a CORS
+    preflight, which this server never grants (a login CSRF would otherwise post the attacker's token)."""
+    media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media != "application/json":
+        raise HttpError(415, f"request body: send it as Content-Type: application/json, not {media or 'nothing'!r}")
+    declared = request.headers.get("content-length", "")
+    if _whole(declared) and int(declared) > MAX_BODY:
+        raise HttpError(413, f"request body of {declared} bytes: at most {MAX_BODY}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise HttpError(413, f"request body larger than {MAX_BODY} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _route(gw: Gateway, endpoint: Endpoint) -> Route:
@@ -544,14 +600,14 @@ def _route(gw: Gateway, endpoint: Endpoint) -> Route:
             if who is not None and not who.may(endpoint.scope):
                 raise HttpError(403, f"{endpoint.method} {endpoint.path} needs the {endpoint.scope} scope; the"
                                      f" token of {who.name} has {who.scope}")
+            name = request.path_params.get("name")
+            if name is not None and not name.isprintable():
+                raise HttpError(400, f"journal name: a control character in {name[:40]!r}")
             q = _parse_query(request, endpoint.query)
             body = None
             if decoder is not None:
-                raw = await request.body()
-                if len(raw) > 64 * 1024:
-                    raise HttpError(400, "request body larger than 64 KiB")
                 try:
-                    body = decoder.decode(raw)
+                    body = decoder.decode(await _body(request))
                 except msgspec.DecodeError as e:
                     raise HttpError(400, f"request body: {e}") from None
             result = await endpoint.handler(gw, request, who, q, body)
@@ -571,6 +627,11 @@ def _route(gw: Gateway, endpoint: Endpoint) -> Route:
 
 # --- WebSockets ----------------------------------------------------------------------------------
 
+REVOKED = 4401  # a stream's close code when its token is revoked or its session ends (HTTP's 401, in the
+# range RFC 6455 leaves to applications)
+RECHECK_S = 1.0  # how often an open stream's credentials are checked again
+
+
 async def _accepted(gw: Gateway, ws: WebSocket) -> Principal | None:
     """The principal of a WebSocket, or None after refusing its handshake (HTTP 403, as the protocol allows:
     a browser sees only that it failed, a script its status)."""
@@ -586,13 +647,13 @@ async def stream(gw: Gateway, ws: WebSocket) -> None:
     """A journal's events from `from_seq` on, a frame a page: {"events": [...], "next_seq": N}. A client that
     reconnects with `from_seq` = the last `next_seq` it got misses nothing and sees nothing twice; `kinds`
     keeps only those (the frame's next_seq still counts every event passed)."""
-    if await _accepted(gw, ws) is None:
+    if (who := await _accepted(gw, ws)) is None:
         return
     name = ws.path_params["name"]
     text = ws.query_params.get("from_seq", "1")
     kinds = set(_kinds(ws.query_params.get("kinds", "")))
     await ws.accept()
-    if not text.isdigit():
+    if not _whole(text):
         await ws.close(code=1008, reason=f"from_seq: a whole number, got {text[:40]!r}")
         return
 
@@ -609,19 +670,32 @@ async def stream(gw: Gateway, ws: WebSocket) -> None:
         except JournalError as e:
             await ws.close(code=1008 if isinstance(e, JournalNotFound) else 1011, reason=str(e)[:120])
 
-    await _while_connected(ws, send)
+    await _while_connected(gw, ws, who, send)
 
 
-async def _while_connected(ws: WebSocket, work: Callable[[], Awaitable[None]]) -> None:
-    """Run `work` (which only sends) until it ends or the client goes: a client that leaves while a quiet
-    journal has nothing to send must not keep its reader, and its database connection, alive."""
+async def _while_connected(gw: Gateway, ws: WebSocket, who: Principal, work: Callable[[], Awaitable[None]]) -> None:
+    """Run `work` (which only sends) until it ends, the client goes, or its credentials end: a client that
+    leaves while a quiet journal has nothing to send must not keep its reader, and its database connection,
+    alive; a revoked token, a logout or an expired session closes the stream (REVOKED) within RECHECK_S."""
+    session_id = None if ws.headers.get("authorization") else ws.cookies.get(COOKIE)
     async with anyio.create_task_group() as tg:
         async def watch() -> None:
             while (await ws.receive())["type"] != "websocket.disconnect":
                 pass  # what a client sends is not read: the streams take no requests
             tg.cancel_scope.cancel()
 
+        async def guard() -> None:
+            while True:
+                await anyio.sleep(RECHECK_S)
+                why = await gw.no_longer_allowed(who, session_id)
+                if why is not None:
+                    log.info("web_stream_closed", name=who.name, why=why)
+                    with contextlib.suppress(Exception):  # the client may be gone already
+                        await ws.close(code=REVOKED, reason=why)
+                    tg.cancel_scope.cancel()
+
         tg.start_soon(watch)
+        tg.start_soon(guard)
         try:
             await work()
         except (WebSocketDisconnect, anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -631,7 +705,7 @@ async def _while_connected(ws: WebSocket, work: Callable[[], Awaitable[None]]) -
 
 async def status_stream(gw: Gateway, ws: WebSocket) -> None:
     """The daemon's status (as GET /api/status) each time its journal moves on, at most four times a second."""
-    if await _accepted(gw, ws) is None:
+    if (who := await _accepted(gw, ws)) is None:
         return
     name = ws.query_params.get("journal") or gw.web.journal
     await ws.accept()
@@ -651,7 +725,7 @@ async def status_stream(gw: Gateway, ws: WebSocket) -> None:
         except (JournalError, HttpError) as e:
             await ws.close(code=1008 if isinstance(e, JournalNotFound) else 1011, reason=str(e)[:120])
 
-    await _while_connected(ws, send)
+    await _while_connected(gw, ws, who, send)
 
 
 def _socket_route(gw: Gateway, path: str, fn: Callable[[Gateway, WebSocket], Awaitable[None]]) -> WebSocketRoute:

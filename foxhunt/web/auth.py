@@ -8,8 +8,10 @@
   to this site (SameSite=Strict), and a CSRF token the page must echo in `X-CSRF-Token` on every request
   that changes something (the synchronizer-token pattern of OWASP's CSRF cheat sheet), so a form or
   script on another site cannot act with the cookie. A browser's WebSocket must come from this origin.
-- Failed logins are counted per client address: after `attempts` within `window` seconds, logins from it
-  are refused until the oldest failure ages out.
+- Failed logins are counted per client address: after `attempts` within `window` seconds, unknown tokens
+  from it are refused until the oldest failure ages out. A live token is never refused for its address's
+  failures: someone else's junk from a shared address (a proxy, a NAT) must not lock an operator out, and
+  nobody guesses a token of 256 bits however many tries the limit allows.
 """
 
 from __future__ import annotations
@@ -65,21 +67,39 @@ class Session:
         return presented is not None and hmac.compare_digest(presented.encode(), self.csrf.encode())
 
 
-class Sessions:
-    """Browser sessions, in the gateway's memory: a restart logs everyone out, which is the safe side."""
+class SessionsFull(Exception):
+    """No room for another session without ending one of a higher scope."""
 
-    def __init__(self, ttl_s: float, clock: Callable[[], float] = time.monotonic, limit: int = 10_000) -> None:
+
+class Sessions:
+    """Browser sessions, in the gateway's memory: a restart logs everyone out, which is the safe side.
+
+    Bounded two ways. A token holds at most `per_token` sessions: its next login ends its own oldest, so a
+    token that logs in in a loop pushes out only itself. The table holds at most `limit`: when it is full
+    of live sessions, a login ends the oldest session of the lowest scope up to its own (a read login never
+    ends an operator's session), and is refused (SessionsFull) when there is none."""
+
+    def __init__(self, ttl_s: float, clock: Callable[[], float] = time.monotonic, limit: int = 10_000,
+                 per_token: int = 16) -> None:
         self.ttl_s = ttl_s
         self.clock = clock
         self.limit = limit
-        self.by_id: dict[str, Session] = {}
+        self.per_token = per_token
+        self.by_id: dict[str, Session] = {}  # in the order they were opened
 
     def open(self, principal: Principal) -> Session:
         now = self.clock()
+        own = [sid for sid, s in self.by_id.items() if s.principal.token_id == principal.token_id]
+        for sid in own[:max(0, len(own) - self.per_token + 1)]:
+            del self.by_id[sid]
         if len(self.by_id) >= self.limit:
             self.by_id = {sid: s for sid, s in self.by_id.items() if s.expires > now}
-            while len(self.by_id) >= self.limit:  # the oldest go first
-                del self.by_id[min(self.by_id, key=lambda sid: self.by_id[sid].expires)]
+        if len(self.by_id) >= self.limit:
+            lower = SCOPES[:SCOPES.index(principal.scope) + 1]  # the lowest scope's oldest goes first
+            victim = next((sid for scope in lower for sid, s in self.by_id.items() if s.principal.scope == scope), None)
+            if victim is None:
+                raise SessionsFull(f"{self.limit} sessions are open, none of them of the {principal.scope} scope")
+            del self.by_id[victim]
         session = Session(secrets.token_urlsafe(32), principal, secrets.token_urlsafe(32), now + self.ttl_s)
         self.by_id[session.id] = session
         return session

@@ -61,6 +61,8 @@ MAX_PAGE = 1_000
 LINGER_S = 0.02
 WRITER_FRESH_S = 0.2  # how long the answer to who holds a journal's writer lock is shared
 KEEP = 20_000  # records a follower keeps in memory for consumers at the journal's end (a few MB)
+CATCH_UP_READERS = 4  # database connections for consumers behind what followers keep, all journals together
+CATCH_UP_ROWS = 4 * PAGE_ROWS  # what one catch-up read takes before it lets its connection go
 
 
 @dataclass
@@ -89,8 +91,11 @@ class Follower:
     end is served from memory; one further behind reads pages of its own (`follow`) until it reaches what
     the follower keeps. Sequence numbers are gap-free, so a record's place in what is kept is arithmetic."""
 
-    def __init__(self, name: str, start_seq: int) -> None:
+    def __init__(self, name: str, start_seq: int, readers: anyio.CapacityLimiter | None = None) -> None:
         self.name = name
+        # the catch-up reads of consumers behind what is kept, all journals together: each holds a database
+        # connection while it reads (a server's connections are shared with the daemon)
+        self.readers = readers if readers is not None else anyio.CapacityLimiter(CATCH_UP_READERS)
         self.first_kept = start_seq  # the seq of kept[0], or of the next record while nothing is kept
         self.kept: deque[tuple[Record, str, bytes]] = deque()  # (record, kind, its JSON)
         self.grown = anyio.Event()  # set (and replaced) after each page read
@@ -134,23 +139,34 @@ class Follower:
     async def follow(self, store: JournalStore, from_seq: int, *, decode_derived: bool = True
                      ) -> AsyncIterator[list[tuple[Record, str, bytes | None]]]:
         """Pages of (record, kind, JSON or None) from `from_seq` on, for ever: read by the consumer itself
-        while it is behind what is kept (JSON None: encode it if you need it), then from memory."""
+        while it is behind what is kept (JSON None: encode it if you need it), then from memory. A read
+        behind takes at most CATCH_UP_ROWS at a time, holding one of `readers` only while it reads: a slow
+        client holds no connection while it takes its pages, and lagging consumers past the cap wait their
+        turn instead of opening more."""
         seq = from_seq
         while True:
             grown = self.grown
             kept = self.since(seq)
             if kept is None:
-                async with aclosing(store.read(self.name, seq, self.first_kept - seq,
-                                               decode_derived=decode_derived)) as pages:
-                    async for page in pages:
-                        seq = page[-1].seq + 1
-                        yield [(r, type(r.message).__name__, None) for r in page]
+                async with self.readers:
+                    chunk = [page async for page in _pages(store, self.name, seq, min(self.first_kept - seq,
+                                                                                     CATCH_UP_ROWS), decode_derived)]
+                for page in chunk:
+                    seq = page[-1].seq + 1
+                    yield [(r, type(r.message).__name__, None) for r in page]
                 continue
             if kept:
                 seq = kept[-1][0].seq + 1
                 yield kept
             else:
                 await grown.wait()
+
+
+async def _pages(store: JournalStore, name: str, seq: int, limit: int, decode_derived: bool
+                 ) -> AsyncIterator[Sequence[Record]]:
+    async with aclosing(store.read(name, seq, limit, decode_derived=decode_derived)) as pages:
+        async for page in pages:
+            yield page
 
 
 class JournalView:
@@ -304,6 +320,7 @@ class Journals:
         self.views: OrderedDict[str, tuple[JournalView, anyio.CancelScope]] = OrderedDict()
         self.followers: dict[str, Follower] = {}
         self.writers: dict[str, tuple[float, str | None]] = {}  # name -> (when asked, the answer)
+        self.readers = anyio.CapacityLimiter(CATCH_UP_READERS)  # shared by every follower's consumers
 
     @asynccontextmanager
     async def following(self, name: str) -> AsyncIterator[Follower]:
@@ -311,7 +328,8 @@ class Journals:
         (JournalNotFound before anything starts)."""
         follower = self.followers.get(name)
         if follower is None:
-            follower = self.followers[name] = Follower(name, (await self.store.info(name)).last_seq + 1)
+            follower = self.followers[name] = Follower(name, (await self.store.info(name)).last_seq + 1,
+                                                       self.readers)
             self.tg.start_soon(follower.run, self.store)
         follower.users += 1
         try:

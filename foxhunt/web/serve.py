@@ -8,6 +8,7 @@ the gateway says READY=1 once it listens, so a unit ordered after it starts when
 from __future__ import annotations
 
 import ipaddress
+import sys
 
 import structlog
 import uvicorn
@@ -23,7 +24,17 @@ class _Server(uvicorn.Server):
     async def startup(self, sockets=None) -> None:
         await super().startup(sockets)
         if self.started:
-            Notifier().ready(f"listening on {self.config.host}:{self.config.port}")
+            url = listening_url(self.config.host, self.config.port)
+            # said on stderr whatever the log level: the one line a person starting it by hand looks for
+            print(f"foxhunt web: listening on {url} (the dashboard; the API under {url}api/)", file=sys.stderr,
+                  flush=True)
+            log.info("web_listening", url=url)
+            Notifier().ready(f"listening on {url}")
+
+
+def listening_url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/"
 
 
 async def serve(gateway: Gateway, web: WebConfig) -> None:

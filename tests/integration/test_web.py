@@ -234,7 +234,8 @@ def test_refusals_anonymous_wrong_scope_revoked_forged_and_too_many_logins(site)
     with s.client(carol) as http:
         assert http.get("/api/journals").status_code == 200
         cli(s.env, s.config, "web", "token", "revoke", "carol")
-        assert http.get("/api/journals").status_code == 401
+        # the gateway reads the live tokens again at least once a second (tokens.py)
+        wait_until("the revoked token refused", lambda: http.get("/api/journals").status_code == 401, 3)
     listed = cli(s.env, s.config, "web", "token", "list")
     assert "carol" in listed and "revoked" in listed and "fht_" not in listed
 
@@ -268,12 +269,15 @@ def test_refusals_anonymous_wrong_scope_revoked_forged_and_too_many_logins(site)
     with s.client() as guesser:
         codes = [guesser.post("/api/login", json={"token": f"fht_guess{i}"}).status_code for i in range(4)]
         assert codes == [401, 401, 401, 429]
-        limited = guesser.post("/api/login", json={"token": s.alice})  # even the right token, for now
+        limited = guesser.post("/api/login", json={"token": "fht_guess5"})
         assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
-        with s.client(s.alice) as script:  # a token sent with a request is held back as well
+        with s.client("fht_guess6") as script:  # a wrong token sent with a request is held back as well
             assert script.get("/api/journals").status_code == 429
-        time.sleep(3.1)  # the window (login_window) passes
+        # a live token from the same address is not: the junk of someone behind the same proxy or NAT
+        # must not lock an operator out (nobody guesses a token of 256 bits)
         assert guesser.post("/api/login", json={"token": s.alice}).status_code == 200
+        with s.client(s.alice) as script:
+            assert script.get("/api/journals").status_code == 200
     assert '"event":"web_login_limited"' in s.log("web")
 
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from foxhunt.web import auth
-from foxhunt.web.auth import LoginLimiter, Principal, Sessions
+from foxhunt.web.auth import LoginLimiter, Principal, Sessions, SessionsFull
 
 
 class Clock:
@@ -52,6 +52,31 @@ def test_the_session_table_is_bounded_oldest_first():
         clock.now += 1
         opened.append(sessions.open(Principal(i, f"u{i}", "read")))
     assert [s.id for s in opened[2:]] == list(sessions.by_id)
+
+
+def test_a_token_holds_a_bounded_number_of_sessions_its_next_login_ends_its_own_oldest():
+    clock = Clock()
+    sessions = Sessions(ttl_s=60, clock=clock, per_token=3)
+    alice = sessions.open(Principal(1, "alice", "operate"))
+    bobs = [sessions.open(Principal(2, "bob", "read")) for _ in range(10)]
+    assert sessions.get(alice.id) is alice
+    assert [sessions.get(b.id) for b in bobs] == [None] * 7 + bobs[7:]
+
+
+def test_a_full_table_never_ends_a_higher_scopes_session():
+    clock = Clock()
+    sessions = Sessions(ttl_s=60, clock=clock, limit=3)
+    operators = [sessions.open(Principal(i, f"op{i}", "operate")) for i in range(2)]
+    reader = sessions.open(Principal(9, "bob", "read"))
+    newer_reader = sessions.open(Principal(8, "carol", "read"))  # ends the oldest read session, bob's
+    assert sessions.get(reader.id) is None and sessions.get(newer_reader.id) is newer_reader
+    assert all(sessions.get(o.id) is o for o in operators)
+    sessions.open(Principal(3, "op3", "operate"))  # an operator's login may end a reader's
+    assert sessions.get(newer_reader.id) is None
+    with pytest.raises(SessionsFull):  # all operators now: a reader is refused, nobody is logged out
+        sessions.open(Principal(7, "dave", "read"))
+    clock.now += 60  # expired sessions make room first
+    assert sessions.open(Principal(7, "dave", "read"))
 
 
 def test_the_login_limit_counts_failures_per_client_in_a_window():

@@ -2,15 +2,23 @@
 // commands, each with a reason. Plain browser JavaScript, no build step; the chart is TradingView's
 // lightweight-charts, bundled into static/vendor by scripts/setup (it works offline).
 //
-// Live data: one WebSocket follows the live journal's events from where the page's first reads stopped
+// Live data: one WebSocket follows the journal's events from where the page's first reads stopped
 // (reconnecting from the last `next_seq` it got, so nothing is missed or seen twice) and another the
 // daemon's status. Quotes update the chart as they arrive; tables are read again (REST) at most once a
-// second when something happened.
+// second when something happened. The journal shown is the live one (web.journal), or the one the address
+// names (#journal=NAME, which the journals table links to).
+//
+// What is shown is never older than it says: the status stream answers at least every 5 s, and a page
+// that has heard nothing for STALE_MS, or whose stream broke, says so in the header (and keeps trying).
+// A stream closed because the token was revoked or the session ended (REVOKED), or a gateway that no
+// longer knows the session (it restarted: sessions live in its memory), brings the login back with why.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 const TAPE_LENGTH = 60;
-const state = { session: null, journal: "", symbol: "", chart: null, series: null, markers: null, bars: new Map(),
+const STALE_MS = 7000;  // the status stream sends at least every 5 s (app.py, status_stream)
+const REVOKED = 4401;  // a stream's close code when its credentials end (app.py)
+const state = { session: null, journal: "", symbol: "", heardAt: 0, ended: false, chart: null, series: null, markers: null, bars: new Map(),
                 runs: [], touched: [], lastPrice: 0, fillMarks: [], orderMarks: [], openOrders: [], priceLines: [],
                 nextSeq: 1, dirty: false, quotes: 0, risk: null, pnl: null };
 window.foxhunt = state;  // for the browser test and a curious operator's console
@@ -56,9 +64,45 @@ async function start() {
   showDashboard();
 }
 
-function showLogin() {
+function showLogin(why) {
   $("dashboard").hidden = true;
   $("login").hidden = false;
+  $("login-why").textContent = why || "";
+}
+
+// the session is over (revoked, logged out elsewhere, expired, or the gateway restarted): stop following,
+// and ask for a token again, saying why
+function sessionEnded(why) {
+  if (state.ended) return;
+  state.ended = true;
+  for (const ws of [state.eventSocket, state.statusSocket]) if (ws) ws.close();
+  showLogin(why);
+}
+
+// a stream closed: REVOKED ends the session; otherwise ask the gateway whether the session still holds
+// (a restarted gateway has forgotten it) before trying again
+async function reconnect(follow, event) {
+  if (state.ended) return;
+  if (event.code === REVOKED) { sessionEnded(`signed out: ${event.reason || "the token was revoked"}`); return; }
+  showStale();
+  try {
+    await api("/api/session");
+  } catch (e) {
+    if (e.status === 401) { sessionEnded("signed out: the gateway does not know this session any more (it restarted, or the session expired); log in again"); return; }
+  }
+  setTimeout(follow, 1000);
+}
+
+function showStale() {
+  const quiet = Date.now() - state.heardAt;
+  const el = $("stale");
+  const stale = state.heardAt === 0 || quiet > STALE_MS ||
+    !state.statusSocket || state.statusSocket.readyState !== WebSocket.OPEN;
+  el.hidden = !stale;
+  if (stale) {
+    el.textContent = state.heardAt === 0 ? "not connected: what is shown may be old"
+      : `stale: nothing heard for ${Math.round(quiet / 1000)} s; reconnecting`;
+  }
 }
 
 $("login-form").addEventListener("submit", async (event) => {
@@ -84,9 +128,11 @@ async function showDashboard() {
   $("login").hidden = true;
   $("dashboard").hidden = false;
   const s = state.session;
-  state.journal = s.live_journal;
+  const asked = new URLSearchParams(location.hash.slice(1)).get("journal");
+  state.journal = asked || s.live_journal;
   $("who").textContent = `${s.name} (${s.scope})`;
-  $("journal").textContent = state.journal || "no live journal (web.journal)";
+  $("journal").textContent = state.journal ? (state.journal === s.live_journal ? state.journal : `${state.journal} (not the live journal)`)
+    : "no live journal (web.journal): pick one below";
   $("controls").hidden = s.scope !== "operate";
   makeChart();
   await refreshJournals();
@@ -102,6 +148,7 @@ async function showDashboard() {
   followEvents();
   followStatus();
   setInterval(() => { if (state.dirty) { state.dirty = false; refreshTables(); } }, 1000);
+  setInterval(showStale, 1000);
 }
 
 function makeChart() {
@@ -246,7 +293,8 @@ function followEvents() {
     drawTouched();
     state.nextSeq = frame.next_seq;
   };
-  ws.onclose = () => setTimeout(followEvents, 1000);  // from the last next_seq: no gap, no repeat
+  ws.onclose = (event) => reconnect(followEvents, event);  // from the last next_seq: no gap, no repeat
+  state.eventSocket = ws;
 }
 
 function followStatus() {
@@ -259,8 +307,11 @@ function followStatus() {
     el.className = `state ${s.view.trading_state || ""}`;
     $("daemon").textContent = s.writer ? "daemon running" : "no daemon on this journal";
     $("seq").textContent = `seq ${s.view.seq}`;
+    state.heardAt = Date.now();
+    showStale();
   };
-  ws.onclose = () => setTimeout(followStatus, 1000);
+  ws.onclose = (event) => reconnect(followStatus, event);
+  state.statusSocket = ws;
 }
 
 async function refreshTables() {
@@ -292,15 +343,17 @@ function drawRisk(risk, pnl) {
   const equity = Number(pnl.equity), peak = Number(pnl.peak_equity), dayStart = Number(b.day_start_equity);
   const usage = [
     ["open orders", u.open_orders, l.max_open_orders],
-    ["gross exposure", Math.abs(Number(u.gross_exposure || 0)), l.max_gross_exposure],
-    ["net exposure", Math.abs(Number(u.net_exposure || 0)), l.max_net_exposure],
+    ["gross exposure", u.gross_exposure === null ? null : Math.abs(Number(u.gross_exposure)), l.max_gross_exposure],
+    ["net exposure", u.net_exposure === null ? null : Math.abs(Number(u.net_exposure)), l.max_net_exposure],
     ["drawdown", Math.max(0, peak - equity), l.max_drawdown],
     ["daily loss", Math.max(0, dayStart - equity), l.max_daily_loss],
   ];
   for (const [label, used, limit] of usage) {
     const row = document.createElement("div");
-    const share = limit ? Math.min(1, used / Number(limit)) : 0;
-    row.textContent = `${label}: ${used}${limit ? ` of ${limit}` : " (no limit)"}`;
+    const share = limit && used !== null ? Math.min(1, used / Number(limit)) : 0;
+    // null: the kernel does not track it (gross exposure is kept only under a gross limit), never a zero
+    const shown = used === null ? "not tracked" : used;
+    row.textContent = `${label}: ${shown}${limit ? ` of ${limit}` : " (no limit)"}`;
     const bar = document.createElement("div");
     bar.className = share > 0.8 ? "bar hot" : "bar";
     const fill = document.createElement("div");
@@ -340,12 +393,18 @@ async function refreshJournals() {
   const journals = await api("/api/journals");
   fillTable($("journals"), [["name", "Journal"], ["created_at", "Created"], ["last_seq", "Events"], ["writer", "Held by"]],
             journals, (j) => {
+              const show = document.createElement("a");
+              show.href = `#journal=${encodeURIComponent(j.name)}`;
+              show.textContent = "show";
+              show.addEventListener("click", () => setTimeout(() => location.reload(), 0));
               const a = document.createElement("a");
               a.href = `/api/journals/${encodeURIComponent(j.name)}/report`;
               a.target = "_blank";
               a.rel = "noopener";
               a.textContent = "report";
-              return a;
+              const cell = document.createElement("span");
+              cell.append(show, " ", a);
+              return cell;
             });
 }
 
