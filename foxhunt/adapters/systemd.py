@@ -7,7 +7,10 @@ restarts the unit (`WatchdogSec=`), `STOPPING=1` announces shutdown. `WATCHDOG_P
 process the watchdog applies to. Without `NOTIFY_SOCKET` (not under systemd) every call does nothing.
 
 A lost datagram is not worth crashing a trading daemon for, so send errors are logged, not raised; the
-watchdog then does its job if the process really is stuck.
+watchdog then does its job if the process really is stuck. Nor is it worth stopping one for: the socket
+does not block. A datagram socket's receiver holds only a few datagrams unread (net.unix.max_dgram_qlen,
+10 by default); a blocking send to a receiver that does not read (a busy or hung manager) would stop the
+trading loop, the operator's answers and all, until it did. Such a datagram is dropped and logged.
 """
 
 from __future__ import annotations
@@ -51,8 +54,11 @@ class Notifier:
         payload = "\n".join(f"{key}={value}" for key, value in fields.items()).encode()
         try:
             if self._sock is None:
-                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK)
             self._sock.sendto(payload, self.address)
+        except BlockingIOError:
+            log.warning("sd_notify_dropped", socket=self.address.replace("\0", "@"), fields=sorted(fields),
+                        why="the receiver's queue is full: the service manager is not reading")
         except OSError as e:
             log.warning("sd_notify_failed", socket=self.address.replace("\0", "@"), error=str(e), fields=sorted(fields))
 

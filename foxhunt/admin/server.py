@@ -8,20 +8,29 @@ only the daemon's own user is allowed.
 
 Each connection is its own task, so a client that sends nothing, or half a frame, holds only itself:
 a started frame must complete within `frame_timeout`, an idle connection is closed after
-`idle_timeout`, and at most `max_connections` are served at once. Garbage, oversized frames, unknown
-commands and wrong arguments get an error reply; a frame that breaks the protocol also ends the
-connection, since nothing after it can be trusted to be in step.
+`idle_timeout`, and at most `max_connections` are served at once; at the limit, a new connection closes
+the one that has waited longest for its next request (a silent client, a forgotten REPL: the REPL
+connects again by itself), so an operator is always served. Garbage, oversized frames, unknown commands
+and wrong arguments get an error reply; a frame that breaks the protocol also ends the connection, since
+nothing after it can be trusted to be in step.
+
+The server runs on the daemon's event loop, whose consuming loop yields to it at least every 256 inputs
+taken in a row (runtime/daemon.py); a command reaches the loop through its urgent lane, ahead of queued
+market data. A thread of its own, taking the GIL from the trading loop for each step, was measured
+(bench/admin_latency.py): its slowest answers came later, not sooner.
 """
 
 from __future__ import annotations
 
 import contextlib
 import grp
+import math
 import os
 import pwd
 import socket
 import stat
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,19 +146,19 @@ async def serve(
 ) -> None:
     sock = bind(policy)
     listener = await anyio.abc.SocketListener.from_socket(sock)
-    active = [0]
+    idle: dict[anyio.CancelScope, float] = {}  # every connection served, with when it began to wait (inf: busy)
     log.info("admin_listening", socket=str(policy.path), group=policy.group or None)
     try:
         async with listener:
             task_status.started()
-            await listener.serve(lambda stream: _connection(stream, policy, handler, active))
+            await listener.serve(lambda stream: _connection(stream, policy, handler, idle))
     finally:
         with contextlib.suppress(FileNotFoundError):
             policy.path.unlink()
 
 
 async def _connection(
-    stream: anyio.abc.SocketStream, policy: ServerPolicy, handler: Handler, active: list[int]
+    stream: anyio.abc.SocketStream, policy: ServerPolicy, handler: Handler, idle: dict[anyio.CancelScope, float]
 ) -> None:
     async with stream:
         peer = _peer(stream)
@@ -157,23 +166,32 @@ async def _connection(
             log.warning("admin_refused", uid=peer.uid, user=peer.user, pid=peer.pid, why="not an allowed user or group")
             await _send(stream, Reply(ok=False, error=f"permission denied for user {peer.user} (uid {peer.uid})"))
             return
-        if active[0] >= policy.max_connections:
-            log.warning("admin_refused", uid=peer.uid, user=peer.user, pid=peer.pid, why="too many connections")
-            await _send(stream, Reply(ok=False, error=f"too many admin connections (limit {policy.max_connections})"))
-            return
-        active[0] += 1
-        try:
-            await _serve_peer(stream, peer, policy, handler)
-        finally:
-            active[0] -= 1
+        if len(idle) >= policy.max_connections:
+            longest = min(idle, key=idle.__getitem__)
+            if idle[longest] == math.inf:  # every connection is in the middle of a request
+                log.warning("admin_refused", uid=peer.uid, user=peer.user, pid=peer.pid, why="too many connections")
+                await _send(stream, Reply(ok=False, error=f"too many admin connections (limit {policy.max_connections})"))
+                return
+            log.info("admin_connection_evicted", why="the connection limit, for a new one", idle_s=round(
+                time.monotonic() - idle.pop(longest), 1))
+            longest.cancel()
+        with anyio.CancelScope() as scope:
+            idle[scope] = time.monotonic()
+            try:
+                await _serve_peer(stream, peer, policy, handler, lambda waiting: idle.__setitem__(
+                    scope, time.monotonic() if waiting else math.inf))
+            finally:
+                idle.pop(scope, None)
 
 
-async def _serve_peer(stream: anyio.abc.SocketStream, peer: Peer, policy: ServerPolicy, handler: Handler) -> None:
+async def _serve_peer(stream: anyio.abc.SocketStream, peer: Peer, policy: ServerPolicy, handler: Handler,
+                      waiting: Callable[[bool], None]) -> None:
     reader = BufferedByteReceiveStream(stream)
     while True:
         try:
             with anyio.fail_after(policy.idle_timeout):
                 header = await reader.receive_exactly(protocol.HEADER.size)
+            waiting(False)
             with anyio.fail_after(policy.frame_timeout):
                 body = await reader.receive_exactly(protocol.frame_length(header))
             request = protocol.decode_request(body)
@@ -187,6 +205,7 @@ async def _serve_peer(stream: anyio.abc.SocketStream, peer: Peer, policy: Server
             await _send(stream, Reply(ok=False, error=str(e)))
             return
         await _send(stream, await _answer(request, peer, policy, handler))
+        waiting(True)
 
 
 async def _answer(request: protocol.Request, peer: Peer, policy: ServerPolicy, handler: Handler) -> Reply:

@@ -132,10 +132,25 @@ async def test_silent_and_half_frame_clients_stall_nobody(tmp_path):
                 await half.receive()  # the half frame is cut off after frame_timeout
 
 
-async def test_connections_beyond_the_limit_are_refused_with_a_reason(tmp_path):
+async def test_at_the_limit_a_new_connection_closes_the_longest_idle_one(tmp_path):
+    """Silent clients (or forgotten REPLs) filling every slot lock no operator out: the one that has waited
+    longest for its next request is closed for the newcomer."""
     async with running(tmp_path) as (policy, handler):
-        async with await anyio.connect_unix(policy.path), await anyio.connect_unix(policy.path), \
+        async with await anyio.connect_unix(policy.path) as oldest, await anyio.connect_unix(policy.path), \
                 await anyio.connect_unix(policy.path):
+            await anyio.sleep(0.05)
+            with anyio.fail_after(2):
+                assert (await request(policy.path, "status")).ok
+            with anyio.fail_after(2), pytest.raises((anyio.EndOfStream, anyio.BrokenResourceError)):
+                await oldest.receive()
+
+
+async def test_connections_beyond_the_limit_all_in_a_request_are_refused_with_a_reason(tmp_path):
+    async with running(tmp_path) as (policy, handler):
+        async with await anyio.connect_unix(policy.path) as a, await anyio.connect_unix(policy.path) as b, \
+                await anyio.connect_unix(policy.path) as c:
+            for half in (a, b, c):
+                await half.send(b"\x00\x00\x01\x00{")  # in the middle of a frame: busy, not idle
             await anyio.sleep(0.05)
             reply = await request(policy.path, "status")
             assert not reply.ok and "too many admin connections (limit 3)" in reply.error

@@ -91,9 +91,9 @@ def place():
     shutil.rmtree(path, ignore_errors=True)
 
 
-def start(cli_env, place: Path, journal: str, n: int) -> tuple[subprocess.Popen, Path]:
+def start(cli_env, place: Path, journal: str, n: int, watchdog_usec: int = 2_000_000) -> tuple[subprocess.Popen, Path]:
     log = place / f"daemon-{n}.log"
-    env = {**cli_env, "NOTIFY_SOCKET": str(place / "notify"), "WATCHDOG_USEC": "2000000"}
+    env = {**cli_env, "NOTIFY_SOCKET": str(place / "notify"), "WATCHDOG_USEC": str(watchdog_usec)}
     with log.open("w") as stderr:  # the daemon's own copy stays open; the test's is closed here
         daemon = subprocess.Popen(
             [sys.executable, "-m", "foxhunt", "run", "--journal", journal, "--config", str(place / "foxhunt.toml"),
@@ -245,6 +245,37 @@ def test_the_daemon_under_systemd_and_an_operator(cli_env, pg_dsn, journal_name,
     )
     assert replay_to_kill.returncode == 0, replay_to_kill.stderr
     assert replay_to_kill.stdout.strip() == restart_digest
+
+
+def test_a_halt_is_answered_within_a_second_while_the_service_manager_reads_nothing(cli_env, journal_name, place):
+    """The operator's path when the service manager falls behind (an overloaded machine, a busy PID 1): its
+    notify socket queues a few datagrams unread (net.unix.max_dgram_qlen), past which a blocking send
+    stopped the daemon, and every answer with it (issue 63, case 14). A silent and a junk client are
+    connected too. Status and halt are each answered within a second, again and again."""
+    notes = Notifications(place / "notify")
+    write_config(place, collar=500)
+    daemon, log = start(cli_env, place, journal_name, 1, watchdog_usec=200_000)  # a heartbeat every 0.1 s
+    try:
+        notes.wait_for("READY=1", 120, daemon, log)  # and from here on, nobody reads the notify socket
+        time.sleep(2.0)  # twenty heartbeats: the queue is full
+        with socket.socket(socket.AF_UNIX) as junk, socket.socket(socket.AF_UNIX) as silent:
+            silent.connect(str(place / "admin.sock"))
+            junk.connect(str(place / "admin.sock"))
+            junk.sendall(b"\x7f\xff\xff\xffGET / HTTP/1.1\r\n")
+            took = []
+            for i in range(5):
+                for argv in (["status"], ["halt", "--reason", f"drill {i}"], ["resume", "--reason", f"drill {i}"]):
+                    started = time.monotonic()
+                    admin(place, *argv)
+                    took.append(time.monotonic() - started)
+                time.sleep(0.3)
+        assert max(took) < 1.0, took
+        assert '"event":"sd_notify_dropped"' in log.read_text()
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+        notes.sock.close()
+    assert daemon.returncode == 0, log.read_text()[-3000:]
 
 
 # Replays the journal's inputs up to a sequence number through a fresh kernel built as replay builds it,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 
 import pytest
 
@@ -114,6 +115,24 @@ def test_notifier_sends_ready_status_watchdog_and_stopping_datagrams(notify_sock
     assert not n.heartbeat_due() and 1.5 < n.seconds_to_heartbeat() <= 2.0
     n.stopping("bye")
     assert sock.recv(4096) == b"STOPPING=1\nSTATUS=bye"
+    n.close()
+
+
+def test_notifier_never_blocks_on_a_manager_that_does_not_read(notify_socket):
+    """A datagram socket's receiver queues a few datagrams (net.unix.max_dgram_qlen); a blocking send past
+    them waited for the manager to read, with the trading loop, and the operator's answers, stopped."""
+    path, sock = notify_socket
+    n = Notifier({"NOTIFY_SOCKET": str(path), "WATCHDOG_USEC": "2000000"})
+    done = threading.Event()
+
+    def beat() -> None:
+        for i in range(200):  # far more than the queue holds, none of them read
+            n.heartbeat(f"seq={i}")
+        done.set()
+
+    threading.Thread(target=beat, daemon=True).start()
+    assert done.wait(5), "a heartbeat blocked on a full queue"
+    assert sock.recv(4096) == b"WATCHDOG=1\nSTATUS=seq=0"  # the first ones arrived; the rest were dropped
     n.close()
 
 
