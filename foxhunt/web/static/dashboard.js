@@ -381,7 +381,8 @@ async function refreshRuns() {
   const unstopped = (i) => (i === runs.length - 1 ? "not stopped" : "no stop recorded");
   const rows = runs.map((r, i) => ({
     // a run on the feed's clock starts before its first input's time is known: its RunStarted says 0
-    run: r.run_id, started: r.started_ns === 0 ? "on the feed's clock" : when(r.started_ns), stopped: r.stopped_ns !== null ? when(r.stopped_ns) : unstopped(i),
+    run: r.run_id, started: r.started_ns === 0 ? "on the feed's clock" : when(r.started_ns),
+    stopped: r.stopped_ns !== null ? when(r.stopped_ns) : unstopped(i),
     reason: r.stop_reason, inputs: r.summary && r.summary.inputs, fills: r.summary && r.summary.fills,
     pnl: r.summary ? r.summary.pnl : "not in the view (before its snapshot)",
   })).reverse();
