@@ -328,7 +328,7 @@ def _page(path: Path, title: str, head: Sequence[str], plots: Sequence[tuple[str
     body = [f"<h1>{html.escape(title)}</h1>", *head]
     scripts = [plotly.offline.get_plotlyjs()]
     for div_id, heading, figure in plots:
-        body.append(f"<h2>{html.escape(heading)}</h2><div id='fig-{div_id}' class='figure'></div>")
+        body.append(f'<h2>{html.escape(heading)}</h2><div id="fig-{div_id}" class="figure"></div>')
         scripts.append(_plot_script(f"fig-{div_id}", figure))
     body.extend(tail)
     policy = "; ".join([

@@ -4,8 +4,9 @@ Every route but the login and the dashboard's files needs a principal (auth.py):
 browser session whose requests that change something carry its CSRF token and come from this origin. A
 route names the scope it needs; query parameters are declared, parsed and refused by name. Errors answer
 as `{"error": "..."}` with the status that says what went wrong: 400 bad input, 401 no or bad
-credentials, 403 not allowed, 404 no such journal, 409 the daemon refused, 429 too many logins, 503
-PostgreSQL or the daemon cannot be reached.
+credentials, 403 not allowed, 404 no such journal, 409 the daemon refused, 413 a body too large, 415 a body
+not JSON, 429 too many logins (or a report of yours still being made), 503 PostgreSQL or the daemon cannot
+be reached.
 
 Reads come from PostgreSQL (journals.py); commands go to the daemon's admin socket with the user's name.
 """
@@ -763,6 +764,9 @@ def openapi_document() -> dict[str, Any]:
                                (400, "bad input, named"), (401, "no or bad credentials"),
                                (403, "not allowed: scope, CSRF or origin"), (404, "no such journal"),
                                (409, "the daemon refused"), (503, "PostgreSQL or the daemon cannot be reached"))}}
+        if e.body is not None:
+            op["responses"]["413"] = {"description": f"request body larger than {MAX_BODY} bytes", **error}
+            op["responses"]["415"] = {"description": "request body not sent as application/json", **error}
         if e.path == "/api/login":
             op["responses"]["429"] = {"description": "too many failed logins from this client", **error}
         op["security"] = [] if e.scope is None else [{"bearer": []}, {"session": []}]
