@@ -48,6 +48,10 @@ log = structlog.get_logger("foxhunt.web")
 
 STATIC = Path(__file__).resolve().parent / "static"
 COOKIE = "foxhunt_session"
+# behind TLS (web.secure_cookies) the cookie's name carries the __Host- prefix, which browsers accept only
+# from a secure origin, with Path=/ and no Domain: no sibling or subdomain site can set or shadow it
+# (RFC 6265bis, "Cookie Name Prefixes")
+SECURE_COOKIE = "__Host-" + COOKIE
 CSRF_HEADER = "x-csrf-token"
 SECURITY_HEADERS = {
     "x-content-type-options": "nosniff",
@@ -257,7 +261,7 @@ class Gateway:
             if scheme.lower() != "bearer" or not token:
                 raise HttpError(401, "Authorization must be 'Bearer <token>'")
             return await self.check_token(token.strip(), _client(conn))
-        session = self.sessions.get(conn.cookies.get(COOKIE))
+        session = self.sessions.get(conn.cookies.get(self.cookie))
         if session is None:
             raise HttpError(401, "log in first (POST /api/login), or send 'Authorization: Bearer <token>'")
         if not await self.tokens.live(session.principal.token_id):
@@ -290,6 +294,10 @@ class Gateway:
         self.limiter.failed(client)
         log.warning("web_login_failed", client=client)
         raise HttpError(401, "unknown or revoked token")
+
+    @property
+    def cookie(self) -> str:
+        return SECURE_COOKIE if self.web.secure_cookies else COOKIE
 
     async def no_longer_allowed(self, who: Principal, session_id: str | None) -> str | None:
         """Why an open stream's credentials no longer hold, or None while they do: its token revoked, or (a
@@ -328,20 +336,20 @@ async def login(gw: Gateway, request: Request, _: None, q: dict[str, Any], body:
         raise HttpError(503, f"cannot open a session: {e}") from None
     log.info("web_login", name=who.name, scope=who.scope, client=client)
     response = _json(_session_out(gw, session))
-    response.set_cookie(COOKIE, session.id, max_age=int(gw.web.session_hours * 3600), httponly=True, samesite="strict",
+    response.set_cookie(gw.cookie, session.id, max_age=int(gw.web.session_hours * 3600), httponly=True, samesite="strict",
                         secure=gw.web.secure_cookies, path="/")
     return response
 
 
 async def logout(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> Response:
-    gw.sessions.close(request.cookies.get(COOKIE, ""))
+    gw.sessions.close(request.cookies.get(gw.cookie, ""))
     response = _json({})
-    response.delete_cookie(COOKIE, path="/")
+    response.delete_cookie(gw.cookie, path="/", secure=gw.web.secure_cookies)
     return response
 
 
 async def session_info(gw: Gateway, request: Request, who: Principal, q: dict[str, Any], body: None) -> SessionOut:
-    session = gw.sessions.get(request.cookies.get(COOKIE))
+    session = gw.sessions.get(request.cookies.get(gw.cookie))
     if session is None:
         raise HttpError(400, "this is a token's request, not a browser session's: it has no CSRF token")
     return _session_out(gw, session)
@@ -678,7 +686,7 @@ async def _while_connected(gw: Gateway, ws: WebSocket, who: Principal, work: Cal
     """Run `work` (which only sends) until it ends, the client goes, or its credentials end: a client that
     leaves while a quiet journal has nothing to send must not keep its reader, and its database connection,
     alive; a revoked token, a logout or an expired session closes the stream (REVOKED) within RECHECK_S."""
-    session_id = None if ws.headers.get("authorization") else ws.cookies.get(COOKIE)
+    session_id = None if ws.headers.get("authorization") else ws.cookies.get(gw.cookie)
     async with anyio.create_task_group() as tg:
         async def watch() -> None:
             while (await ws.receive())["type"] != "websocket.disconnect":
@@ -782,7 +790,8 @@ def openapi_document() -> dict[str, Any]:
         "paths": paths,
         "components": {"schemas": components, "securitySchemes": {
             "bearer": {"type": "http", "scheme": "bearer", "description": "a token of `foxhunt web token add`"},
-            "session": {"type": "apiKey", "in": "cookie", "name": COOKIE},
+            "session": {"type": "apiKey", "in": "cookie", "name": COOKIE,
+                        "description": f"{SECURE_COOKIE} behind TLS (web.secure_cookies)"},
         }},
     }
 

@@ -162,6 +162,19 @@ def test_a_revoked_token_and_a_logout_close_their_open_streams(site):
             assert closed.value.rcvd.code == REVOKED and "session has ended" in closed.value.rcvd.reason
 
 
+def test_a_halt_through_the_gateway_is_answered_within_a_second(site):
+    s = site
+    took = []
+    with s.client(s.alice) as http:
+        for i in range(3):
+            for command in ("halt", "resume"):
+                started = time.monotonic()
+                done = http.post("/api/commands", json={"command": command, "reason": f"gateway drill {i}"})
+                took.append(time.monotonic() - started)
+                assert done.status_code == 200, done.text
+    assert max(took) < 1.0, took
+
+
 def test_junk_tokens_do_not_lock_out_a_live_token_and_a_read_token_cannot_end_an_operators_session(site):
     s = site
     with s.client() as operator:
