@@ -51,8 +51,9 @@ log = structlog.get_logger("foxhunt.bootstrap")
 
 # sun_path of struct sockaddr_un holds 108 bytes with the terminating NUL (unix(7))
 MAX_SOCKET_PATH = 107
-# a venue's `on_rejected_execution`: where trading goes when an execution report cannot be used
-TIGHTEN = {"halt": TradingState.HALTED, "reduce": TradingState.REDUCING}
+# a venue's `on_rejected_execution` (and `on_foreign_execution`): where trading goes when an execution report
+# cannot be used (or is of an order foxhunt did not send); "record": nowhere
+TIGHTEN = {"halt": TradingState.HALTED, "reduce": TradingState.REDUCING, "record": None}
 
 
 def state_dir(cfg: Config) -> Path:
@@ -183,7 +184,8 @@ def ib_venue(cfg: Config) -> VenueFactory:
         return IbVenue(f"IB:{c.host}:{c.port}", IB(), c.host, c.port, c.client_id, contracts(kernel.instruments),
                        lambda: kernel.orders.by_id, account=c.account, market_data=tuple(c.market_data),
                        backoff_max=c.backoff_max, connect_timeout=c.connect_timeout,
-                       on_rejected_execution=TIGHTEN[c.on_rejected_execution], probe_after=c.probe_after_s,
+                       on_rejected_execution=TIGHTEN[c.on_rejected_execution],
+                       on_foreign_execution=TIGHTEN[c.on_foreign_execution], probe_after=c.probe_after_s,
                        probe_timeout=c.probe_timeout_s, now=clock.now)
 
     return build

@@ -183,6 +183,10 @@ class IbConfig(_Section, frozen=True, kw_only=True):
     market_data: list[str] = []  # instruments whose quotes come from IB (top of book), journaled as inputs
     # where trading goes when an execution or order status from IB cannot be used (see [fix])
     on_rejected_execution: Literal["halt", "reduce"] = "halt"
+    # where trading goes when IB reports an execution of an order foxhunt did not send (money moved in the
+    # account that the kernel's positions and risk know nothing of); "record": journaled, trading goes on
+    # (an account an operator also trades in by hand)
+    on_foreign_execution: Literal["halt", "reduce", "record"] = "halt"
     # after this many seconds without a word from IB, a request must be answered within probe_timeout_s,
     # else the connection is dropped, journaled, made again and reconciled
     probe_after_s: float = 30.0

@@ -15,7 +15,7 @@ last and sizes. `drop()` cuts every connection; `fill_resting()` fills resting o
 connected, so a reconnecting client must find out through reqExecutions and reqOpenOrders, which report
 every execution of the day again (a restarted client hears of the ones it booked before, too);
 `execute_resting()` executes part of them while a client is connected; `misreport_resting()` reports an
-execution that never was; `error_resting()` sends an error about them that does not end them;
+execution that never was; `ghost_execution()` reports one of an order the client never placed; `error_resting()` sends an error about them that does not end them;
 `flood_status()` sends a flood of order statuses; `muted` stops answering requests (a hung gateway);
 `commission_delay` sends each commission report that much after its execution.
 """
@@ -120,6 +120,17 @@ class TwsServer:
                 o.executions.append((f"0000e0d5.{next(self.ids):08d}.01.01", shares, o.limit or PRICES[o.symbol]))
                 self._exec_details(o, o.executions[-1][0], shares, o.executions[-1][2], writer, "-1")
                 o.executions.pop()  # never done: the order and its executions stay as they were
+
+    def ghost_execution(self, order_id: int, shares: float, order_ref: str = "") -> str:
+        """An execution, reported live, of an order the connected client never placed (a manual order, another
+        client's, a broker's mistake); its execution id."""
+        (writer,) = self.writers
+        o = Order(order_id, 0, "EURUSD", "BUY", shares, "MKT", 0.0, order_ref=order_ref, status="Filled",
+                  filled=shares, avg=PRICES["EURUSD"], perm_id=next(self.ids) + 20_000)
+        exec_id = f"0000e0d5.{next(self.ids):08d}.01.01"
+        o.executions.append((exec_id, shares, PRICES["EURUSD"]))
+        self._exec_details(o, exec_id, shares, PRICES["EURUSD"], writer, "-1")
+        return exec_id
 
     def error_resting(self, code: int, text: str) -> None:
         """An error message (4) about each resting order, which goes on resting: as TWS sends 10147 for a

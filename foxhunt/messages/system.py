@@ -62,7 +62,8 @@ class VenueMessageIgnored(Input, frozen=True, kw_only=True):
 class VenueMessageRejected(Input, frozen=True, kw_only=True):
     """A message from the venue that could not be used and may have carried money: one the FIX session
     layer refused (foxhunt's quickfix answered it with a Reject(3), so under FIX it counts as processed and
-    is never sent again), or an execution or status report the adapter could not parse. Kept with its raw
+    is never sent again), an execution or status report the adapter could not parse, or an execution of an
+    order foxhunt did not send (the venue's `on_foreign_execution` says where trading goes). Kept with its raw
     text and the reason. `msg_type`: the venue's message type (FIX MsgType(35), or the ib_async event).
     `tighten`: where the venue's policy takes trading when it was an execution report (an execution may have
     vanished: `on_rejected_execution`), None when it leaves trading as it is."""

@@ -31,7 +31,13 @@ from foxhunt.messages.orders import (
     ReplaceOrder,
     Side,
 )
-from foxhunt.messages.system import VenueConnected, VenueDisconnected, VenueMessageIgnored, VenueSessionEvent
+from foxhunt.messages.system import (
+    TradingState,
+    VenueConnected,
+    VenueDisconnected,
+    VenueMessageRejected,
+    VenueSessionEvent,
+)
 from tests.tws_server import Order as TwsOrder
 from tests.tws_server import TwsServer, frame
 from tests.venue_harness import VenueHarness
@@ -255,9 +261,32 @@ async def test_an_execution_of_an_order_foxhunt_did_not_send_is_recorded_and_not
         h = Harness(server)
         async with h.running():
             pass
-    (ignored,) = [e for e in h.events if isinstance(e, VenueMessageIgnored)]
-    assert "of an order foxhunt did not send (orderRef 'typed-in-tws', IB order 99): not booked" in ignored.reason
-    assert "shares=5000.0" in ignored.raw and not h.book.by_id
+    (refused,) = [e for e in h.events if isinstance(e, VenueMessageRejected)]
+    assert "of an order foxhunt did not send (orderRef 'typed-in-tws', IB order 99): not booked" in refused.reason
+    assert "shares=5000.0" in refused.raw and refused.tighten == TradingState.HALTED and not h.book.by_id
+
+
+@pytest.mark.parametrize("policy", [TradingState.HALTED, TradingState.REDUCING, None])
+async def test_ghost_executions_reported_live_are_journaled_refused_and_tighten_as_configured(policy):
+    """The review's ghosts G1 to G3: live executions of orders foxhunt never placed, one with no orderRef, one
+    with another's, one with the orderRef of an order foxhunt forgot. ib_async emits no event for them (it holds
+    no Trade): each was a line on stderr and no journal row. Each is now an input the kernel refuses to book,
+    with the reason, and trading goes where `on_foreign_execution` says."""
+    async with tws() as server:
+        h = Harness(server, on_foreign_execution=policy)
+        async with h.running():
+            mine = h.submit()
+            await h.until(lambda: h.of(mine, OrderFilled))
+            ghosts = [server.ghost_execution(501, 10_000.0), server.ghost_execution(502, 25_000.0, "another-app"),
+                      server.ghost_execution(503, 5_000.0, "forgotten-order-id")]
+            await h.until(lambda: len([e for e in h.events if isinstance(e, VenueMessageRejected)]) == 3)
+            after = h.submit()  # the venue goes on: its own orders still fill and book
+            await h.until(lambda: h.of(after, OrderFilled))
+    refused = [e for e in h.events if isinstance(e, VenueMessageRejected)]
+    assert [r.reason.split()[1] for r in refused] == ghosts and all(r.msg_type == "execDetails" for r in refused)
+    assert all(r.tighten == policy and "not booked" in r.reason for r in refused)
+    assert "another-app" in refused[1].reason and "shares=25000.0" in refused[1].raw
+    assert set(h.book.by_id) == {mine, after}  # nothing of the ghosts was booked
 
 
 async def test_a_flood_of_order_statuses_keeps_each_one_cheap():

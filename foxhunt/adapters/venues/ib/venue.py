@@ -15,7 +15,8 @@ IB's cumulative quantity, and the kernel books it once, from its own state: an e
 after a reconnect or a restart is recorded as a duplicate (this adapter skips those it has already
 published in this process, as an optimisation only). An execution or order status that cannot be read
 is journaled as `VenueMessageRejected` with its raw fields, and trading tightens as
-`on_rejected_execution` says.
+`on_rejected_execution` says; so is an execution of an order foxhunt did not send, live or found at
+reconciliation, as `on_foreign_execution` says.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import anyio
 import anyio.abc
 import structlog
 from anyio.streams.memory import MemoryObjectSendStream
-from ib_async import IB, Contract, Fill, Ticker, Trade
+from ib_async import IB, Contract, Execution, Fill, Ticker, Trade
 
 from foxhunt.adapters.venues.ib import parsing
 from foxhunt.adapters.venues.recent import DoneOrders, RecentSet
@@ -82,7 +83,8 @@ class IbVenue(RemoteVenue):
         self, name: str, ib: IB, host: str, port: int, client_id: int, contracts: dict[str, IbContract],
         orders: OrderViews, account: str = "", market_data: tuple[str, ...] = (),
         backoff_max: float = 30.0, connect_timeout: float = 10.0,
-        on_rejected_execution: TradingState | None = TradingState.HALTED, probe_after: float = 30.0,
+        on_rejected_execution: TradingState | None = TradingState.HALTED,
+        on_foreign_execution: TradingState | None = TradingState.HALTED, probe_after: float = 30.0,
         probe_timeout: float = 10.0, now: Callable[[], int] = time.time_ns,
     ) -> None:
         self.name, self.ib = name, ib
@@ -94,6 +96,7 @@ class IbVenue(RemoteVenue):
         self.market_data = market_data
         self.backoff_max, self.connect_timeout = backoff_max, connect_timeout
         self.on_rejected_execution = on_rejected_execution  # where trading goes when an execution is unusable
+        self.on_foreign_execution = on_foreign_execution  # ... when IB executed an order foxhunt did not send
         # liveness: after probe_after seconds without a word from IB, a request must be answered within
         # probe_timeout, else the connection is dropped and made again (and reconciled)
         self.probe_after, self.probe_timeout = probe_after, probe_timeout
@@ -122,6 +125,9 @@ class IbVenue(RemoteVenue):
         ib.pendingTickersEvent += self._on_tickers
         ib.disconnectedEvent += self._on_disconnected
         ib.updateEvent += self._on_data
+        # ib_async emits no event for a live execution of an order it holds no Trade for (wrapper.execDetails:
+        # another client's, a manual one, a ghost): its handler is wrapped, so that none passes in silence
+        ib.wrapper.execDetails = self._exec_details_of(ib.wrapper.execDetails)
 
     # --- the venue port ------------------------------------------------------------------------------
 
@@ -363,17 +369,30 @@ class IbVenue(RemoteVenue):
             self.commission_due.add(execution.execId)
         self._guarded("execDetails", execution, lambda: self._emit(self._fill_event(order_id, fill)))
 
+    def _exec_details_of(self, handle: Callable[[int, Contract, Execution], None]
+                         ) -> Callable[[int, Contract, Execution], None]:
+        def exec_details(req_id: int, contract: Contract, execution: Execution) -> None:
+            live = req_id not in self.ib.wrapper._futures  # as ib_async tells a live one from an answer
+            handle(req_id, contract, execution)
+            fill = self.ib.wrapper.fills.get(execution.execId)
+            if live and fill is not None and execution.orderRef not in self.orders():
+                self._foreign(fill)
+
+        return exec_details
+
     def _foreign(self, fill: Fill) -> None:
         """An execution IB reports for an order foxhunt did not send (another client's, a manual one, one it
-        forgot long ago): recorded, not booked."""
+        forgot long ago, a broker's ghost): money moved that the kernel's positions know nothing of. Journaled
+        as refused, not booked, and trading tightens as `on_foreign_execution` says."""
         execution = fill.execution
         if execution.execId in self.exec_ids:
             return
         self.exec_ids.add(execution.execId)
-        self._emit(VenueMessageIgnored(
-            **self._stamps(), venue=self.name, raw=repr(execution)[:2000],
-            reason=f"execution {execution.execId} of an order foxhunt did not send (orderRef "
-                   f"{execution.orderRef!r}, IB order {execution.orderId}): not booked"))
+        reason = (f"execution {execution.execId} of an order foxhunt did not send (orderRef {execution.orderRef!r},"
+                  f" IB order {execution.orderId}): not booked")
+        log.error("ib_foreign_execution", reason=reason)
+        self._emit(VenueMessageRejected(**self._stamps(), venue=self.name, msg_type="execDetails", reason=reason,
+                                        raw=repr(execution)[:2000], tighten=self.on_foreign_execution))
 
     def _fill_event(self, order_id: str, fill: Fill) -> OrderFilled | OrderPartiallyFilled:
         """An execution of a known order, whatever the kernel believes of the order: the kernel books it
