@@ -66,7 +66,8 @@ class Reports:
         self.busy.add(token_id)
         self.making[name] = done = anyio.Event()
         try:
-            html = await anyio.to_thread.run_sync(self._make, name, limiter=self.limiter, abandon_on_cancel=True)
+            # not abandoned when its request goes: a thread left running would slip past the limit
+            html = await anyio.to_thread.run_sync(self._make, name, limiter=self.limiter)
             page = Page(html, last_seq, self.clock())
             self.pages[name] = page
             self.pages.move_to_end(name)
