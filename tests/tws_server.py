@@ -103,9 +103,9 @@ class TwsServer:
             if o.status == "Submitted":
                 self._execute(o, o.qty - o.filled, o.limit or PRICES[o.symbol], writer=None)
 
-    def execute_resting(self, fraction: float, shares: float | None = None) -> None:
+    def execute_resting(self, fraction: float, shares: float | str | None = None) -> None:
         """Execute `fraction` of each resting order now, reported to the connected client; `shares`, if given,
-        is what the execution report says instead (say nan, as a broken gateway might)."""
+        is what the execution report says instead (say nan, or "abc", as a broken gateway might)."""
         (writer,) = self.writers
         for o in self.orders.values():
             if o.status == "Submitted":
@@ -266,7 +266,7 @@ class TwsServer:
             self._execute(o, o.qty - o.filled, last if o.order_type == "MKT" else o.limit, w)
 
     def _execute(self, o: Order, qty: float, price: float, writer: asyncio.StreamWriter | None,
-                 reported: float | None = None) -> None:
+                 reported: float | str | None = None) -> None:
         exec_id = f"0000e0d5.{next(self.ids):08d}.01.01"
         o.avg = (o.avg * o.filled + price * qty) / (o.filled + qty)
         o.filled += qty
@@ -287,7 +287,8 @@ class TwsServer:
             o.symbol, exec_id, time.strftime("%Y%m%d %H:%M:%S", time.gmtime()), ACCOUNT, exchange, side, qty,
             price, o.perm_id, o.client_id, 0, cum, o.avg, o.order_ref, "", "", "", 2,
         ))
-        report = frame(59, 1, exec_id, round(qty * price * 0.00002, 6), currency, "", "", "")
+        charged = qty if isinstance(qty, (int, float)) else 0.0  # a misreported quantity ("abc") is charged nothing
+        report = frame(59, 1, exec_id, round(charged * price * 0.00002, 6), currency, "", "", "")
         if self.commission_delay:
             asyncio.get_running_loop().call_later(self.commission_delay, w.write, report)
         else:

@@ -324,6 +324,29 @@ async def test_a_burst_of_orders_respects_ibs_pacing():
     assert len([f for _, f in server.received if f[0] == "3"]) == 100
 
 
+async def test_order_statuses_and_executions_ib_async_cannot_read_are_journaled_with_their_fields():
+    """The review's case: statuses and executions with `abc` for a quantity, or a field missing, were logged by
+    ib_async's decoder and dropped (no journal row). Each is now refused with its raw fields, and, since it may
+    have carried money, trading tightens as `on_rejected_execution` says; the venue goes on."""
+    async with tws() as server:
+        h = Harness(server)
+        async with h.running():
+            resting = h.submit(order_type=OrderType.LIMIT, price="1.09")
+            await h.until(lambda: h.of(resting, OrderAccepted))
+            (o,) = server.orders.values()
+            server.send_raw(frame(3, o.order_id, "Submitted", "abc", o.qty, 0, o.perm_id, 0, 0, o.client_id, "", 0))
+            server.send_raw(frame(3, o.order_id, "Submitted", 0, o.qty, 0, o.perm_id, 0, 0, o.client_id, ""))  # short
+            server.execute_resting(1.0, shares="abc")
+            await h.until(lambda: len([e for e in h.events if isinstance(e, VenueMessageRejected)]) == 3)
+            after = h.submit()
+            await h.until(lambda: h.of(after, OrderFilled))
+    refused = [e for e in h.events if isinstance(e, VenueMessageRejected)]
+    assert [r.msg_type for r in refused] == ["orderStatus", "orderStatus", "execDetails"]
+    assert all(r.tighten == TradingState.HALTED and r.reason.startswith("ib_async cannot read it") for r in refused)
+    assert "|abc|" in refused[0].raw and "10 fields, 11 expected" in refused[1].reason
+    assert "|abc|" in refused[2].raw and h.book.get(resting).filled_qty == 0
+
+
 async def test_garbage_from_the_server_is_survived():
     async with tws() as server:
         h = Harness(server)
@@ -335,6 +358,9 @@ async def test_garbage_from_the_server_is_survived():
             after = h.submit()
             await h.until(lambda: h.of(after, OrderFilled))
     assert h.book.get(after).status.value == "FILLED"
+    refused = {e.msg_type: e for e in h.events if isinstance(e, VenueMessageRejected)}  # each on the record
+    assert set(refused) == {"message without an id", "orderStatus", "message 999"}
+    assert refused["orderStatus"].tighten == TradingState.HALTED and refused["message 999"].tighten is None
 
 
 @pytest.mark.postgres

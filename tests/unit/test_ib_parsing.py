@@ -71,3 +71,13 @@ def test_ibs_floats_become_exact_fixed_point():
     assert parsing.fixed(0.1 + 0.2) == d("0.3")  # 0.30000000000000004, rounded at the ninth decimal
     assert parsing.fixed(20000.0) == d("20000")
     assert parsing.fixed("189.37") == d("189.37")
+
+
+def test_an_order_status_the_decoder_would_misread_is_named():
+    good = ["3", "7", "Submitted", "0", "20000", "0", "101", "0", "0", "7", "", "0"]
+    assert parsing.unreadable_order_status(good) == ""
+    assert parsing.unreadable_order_status(good[:-1]) == "10 fields, 11 expected"  # the decoder would drop it silently
+    assert parsing.unreadable_order_status(good[:3] + ["abc"] + good[4:]) == "field 3 is 'abc', not a number"
+    assert parsing.unreadable_order_status(["3", "seven"] + good[2:]) == "field 1 is 'seven', not a whole number"
+    assert parsing.message_name(["11"]) == "execDetails" and parsing.message_name(["x"]) == "message without an id"
+    assert parsing.message_name(["999"]) == "message 999"

@@ -123,3 +123,37 @@ def fixed(value: float | int | str) -> int:
     if isinstance(value, str):
         return within_int64(parse_fixed(value), value)
     return within_int64(parse_fixed(format(Decimal(repr(float(value))).quantize(NANO), "f")), repr(value))
+
+
+# Messages from TWS as ib_async's decoder reads them (ib_async 2.1.0, decoder.py, at server version 176),
+# by message id: the name of the wrapper method each reaches, and whether it can carry money (an order's
+# status, an execution, its commission, an order as IB works it). One of these that cannot be read is a
+# report that may have vanished: trading tightens as `on_rejected_execution` says.
+MESSAGE_NAMES = {1: "tickPrice", 2: "tickSize", 3: "orderStatus", 4: "error", 5: "openOrder", 9: "nextValidId",
+                 10: "contractDetails", 11: "execDetails", 49: "currentTime", 59: "commissionReport"}
+CARRIES_MONEY = frozenset({3, 5, 11, 59})
+# orderStatus's fields after its id, as the decoder types them; its handler swallows what it cannot read and
+# drops a missing field without a word (it zips the fields with these types), so they are checked first
+ORDER_STATUS_TYPES = (int, str, float, float, float, int, int, float, int, str, float)
+
+
+def message_name(fields: list[str]) -> str:
+    try:
+        return MESSAGE_NAMES.get(int(fields[0]), f"message {fields[0]}")
+    except (ValueError, IndexError):
+        return "message without an id"
+
+
+def unreadable_order_status(fields: list[str]) -> str:
+    """Why an orderStatus message (id 3) cannot be read as the decoder would read it; "" if it can."""
+    values = fields[1:]
+    if len(values) < len(ORDER_STATUS_TYPES):
+        return f"{len(values)} fields, {len(ORDER_STATUS_TYPES)} expected"
+    for i, (kind, text) in enumerate(zip(ORDER_STATUS_TYPES, values, strict=False)):
+        if kind is str:
+            continue
+        try:
+            kind(text or 0)
+        except ValueError:
+            return f"field {i + 1} is {text[:40]!r}, not {'a whole number' if kind is int else 'a number'}"
+    return ""

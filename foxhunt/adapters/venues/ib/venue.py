@@ -128,6 +128,8 @@ class IbVenue(RemoteVenue):
         # ib_async emits no event for a live execution of an order it holds no Trade for (wrapper.execDetails:
         # another client's, a manual one, a ghost): its handler is wrapped, so that none passes in silence
         ib.wrapper.execDetails = self._exec_details_of(ib.wrapper.execDetails)
+        # ... and its decoder logs what it cannot read and drops it: each such message is journaled instead
+        ib.client.decoder.interpret = self._interpret_of(ib.client.decoder)
 
     # --- the venue port ------------------------------------------------------------------------------
 
@@ -368,6 +370,37 @@ class IbVenue(RemoteVenue):
         if not fill.commissionReport.execId:  # its commission report is still to come
             self.commission_due.add(execution.execId)
         self._guarded("execDetails", execution, lambda: self._emit(self._fill_event(order_id, fill)))
+
+    def _interpret_of(self, decoder) -> Callable[[list[str]], None]:
+        """ib_async's `Decoder.interpret`, with every message it cannot read journaled as refused, with its
+        raw fields: an order status, an execution, a commission or an open order tightens trading as
+        `on_rejected_execution` says (parsing.CARRIES_MONEY), anything else leaves it as it is."""
+        def guarded(fields: list[str]) -> None:
+            try:
+                msg_id = int(fields[0])
+                handler = decoder.handlers[msg_id]
+            except (ValueError, IndexError, KeyError):
+                self._unreadable(fields, "no message ib_async knows")
+                return
+            why = parsing.unreadable_order_status(fields) if msg_id == 3 else ""
+            if why:
+                self._unreadable(fields, why, msg_id)
+                return
+            try:
+                handler(fields)
+            except Exception as e:  # the decoder's, on fields it cannot read (ib_async's events catch the listeners')
+                self._unreadable(fields, f"{type(e).__name__}: {e}", msg_id)
+
+        return guarded
+
+    def _unreadable(self, fields: list[str], why: str, msg_id: int = 0) -> None:
+        kind = parsing.message_name(fields)
+        raw = "|".join(fields)[:2000]
+        reason = f"ib_async cannot read it: {why}"
+        log.error("ib_message_rejected", kind=kind, reason=reason, raw=raw)
+        self._emit(VenueMessageRejected(**self._stamps(), venue=self.name, msg_type=kind, reason=reason, raw=raw,
+                                        tighten=self.on_rejected_execution if msg_id in parsing.CARRIES_MONEY
+                                        else None))
 
     def _exec_details_of(self, handle: Callable[[int, Contract, Execution], None]
                          ) -> Callable[[int, Contract, Execution], None]:
