@@ -152,6 +152,19 @@ class WebConfig(_Section, frozen=True, kw_only=True):
     login_window: float = 60.0
     views: int = 8  # journals the gateway follows at once (least recently used dropped)
     forwarded_allow_ips: list[str] = []  # proxies whose X-Forwarded-For names the client (login limit, logs)
+    # the Host headers served (HOST or HOST:PORT, as the browser's address bar has it); [] for the listen
+    # address's own when it is loopback (127.0.0.1, localhost and [::1] at its port), anything otherwise: a
+    # page of another site, whose name an attacker points at 127.0.0.1 (DNS rebinding), is refused
+    allowed_hosts: list[str] = []
+
+    def hosts(self) -> frozenset[str] | None:
+        """The Host headers served, lower-case; None for any."""
+        if self.allowed_hosts:
+            return frozenset(h.lower() for h in self.allowed_hosts)
+        host, port = self.address()
+        if host in ("127.0.0.1", "localhost", "::1") or host.startswith("127."):
+            return frozenset(f"{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]", host))
+        return None
 
     def __post_init__(self) -> None:
         host, sep, port = self.listen.rpartition(":")

@@ -824,7 +824,34 @@ def build_app(gw: Gateway) -> Starlette:
         Route("/", _index, methods=["GET"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(SecurityHeaders)])
+    return Starlette(routes=routes, lifespan=lifespan,
+                     middleware=[Middleware(HostCheck, hosts=gw.web.hosts()), Middleware(SecurityHeaders)])
+
+
+class HostCheck:
+    """Refuses a request or WebSocket whose Host header is not one this gateway serves (web.allowed_hosts):
+    a page of another site whose name resolves to this address (DNS rebinding) is same-origin with itself,
+    so the Origin check passes; only the Host it sends gives it away."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], hosts: frozenset[str] | None) -> None:
+        self.app, self.hosts = app, hosts
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+        if self.hosts is None or scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        host = dict(scope["headers"]).get(b"host", b"").decode("latin-1").lower()
+        if host in self.hosts or host.rpartition(":")[0] in self.hosts:
+            await self.app(scope, receive, send)
+            return
+        log.warning("web_host_refused", host=host[:100])
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008, "reason": "not a host this gateway serves"})
+            return
+        body = msgspec.json.encode(ErrorOut(f"Host {host[:100]!r} is not one this gateway serves (web.allowed_hosts)"))
+        await send({"type": "http.response.start", "status": 400, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
 
 
 class SecurityHeaders:

@@ -30,7 +30,7 @@ import pytest
 import websockets.sync.client as ws_client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from foxhunt.web.app import ENDPOINTS, REVOKED
 from foxhunt.web.journals import CATCH_UP_READERS
@@ -235,12 +235,13 @@ def raw_request(port: int, head: str, body: bytes = b"") -> tuple[int, bytes]:
 
 def test_a_login_body_is_limited_before_it_is_read_and_must_be_json_from_this_site(site):
     s = site
-    status, _ = raw_request(s.port, "POST /api/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    host = f"127.0.0.1:{s.port}"
+    status, _ = raw_request(s.port, f"POST /api/login HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
                                     "Content-Length: 268435456\r\n\r\n", b'{"token": "')
     assert status == 413  # answered before the 256 MiB it promises arrive
     chunk = b"x" * 65536
     chunked = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(4)) + b"0\r\n\r\n"
-    status, _ = raw_request(s.port, "POST /api/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    status, _ = raw_request(s.port, f"POST /api/login HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
                                     "Transfer-Encoding: chunked\r\n\r\n", chunked)
     assert status == 413
     with s.client() as browser:
@@ -252,6 +253,24 @@ def test_a_login_body_is_limited_before_it_is_read_and_must_be_json_from_this_si
         elsewhere = browser.post("/api/login", json={"token": s.bob}, headers={"origin": "https://evil.example"})
         assert elsewhere.status_code == 403 and browser.cookies.get("foxhunt_session") is None
         assert browser.post("/api/login", json={"token": s.bob}, headers={"origin": s.base}).status_code == 200
+
+
+def test_another_sites_name_for_this_address_is_refused(site):
+    """DNS rebinding: a page of evil.example, whose name its owner has pointed at 127.0.0.1, is same-origin with
+    itself (its Origin matches its Host), so only the Host header gives it away."""
+    s = site
+    status, answer = raw_request(s.port, f"GET /api/journals HTTP/1.1\r\nHost: evil.example:{s.port}\r\n"
+                                         f"Authorization: Bearer {s.bob}\r\n\r\n")
+    assert status == 400 and b"not one this gateway serves" in answer
+    with pytest.raises(InvalidStatus) as refused:
+        with ws_client.connect(f"ws://evil.example:{s.port}/api/status/stream", open_timeout=10,
+                               sock=socket.create_connection(("127.0.0.1", s.port)),
+                               additional_headers={"authorization": f"Bearer {s.bob}"}):
+            pass
+    assert refused.value.response.status_code == 403  # a WebSocket closed before it is accepted
+    for host in (f"127.0.0.1:{s.port}", f"localhost:{s.port}"):  # the names of this address are served
+        assert raw_request(s.port, f"GET /api/journals HTTP/1.1\r\nHost: {host}\r\n"
+                                   f"Authorization: Bearer {s.bob}\r\n\r\n")[0] == 200
 
 
 QUERIED = [e for e in ENDPOINTS if e.method == "GET" and e.query]

@@ -119,3 +119,11 @@ def test_the_openapi_document_covers_every_route_and_its_references_resolve():
     commands = OPENAPI["paths"]["/api/commands"]["post"]
     assert commands["security"] and "CSRF" in commands["description"]
     assert OPENAPI["paths"]["/api/login"]["post"]["security"] == [] and "429" in OPENAPI["paths"]["/api/login"]["post"]["responses"]
+
+
+def test_the_hosts_served_default_to_the_loopback_names_of_the_listen_port():
+    from foxhunt.config import WebConfig
+
+    assert WebConfig(listen="127.0.0.1:8787").hosts() == {"127.0.0.1:8787", "localhost:8787", "[::1]:8787"}
+    assert WebConfig(listen="0.0.0.0:8787").hosts() is None  # behind a proxy, or named in allowed_hosts
+    assert WebConfig(listen="127.0.0.1:8787", allowed_hosts=["Desk.Example.com"]).hosts() == {"desk.example.com"}
