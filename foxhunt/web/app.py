@@ -34,6 +34,7 @@ from foxhunt.admin import protocol
 from foxhunt.admin.client import AdminUnavailable, Connection
 from foxhunt.config import WebConfig
 from foxhunt.errors import ConfigError, JournalError, JournalNotFound, JournalUnavailable
+from foxhunt.messages.base import FIXED_POINT_FIELDS
 from foxhunt.ports import JournalStore
 from foxhunt.runtime import views
 from foxhunt.runtime.summary import summarize
@@ -78,6 +79,8 @@ class SessionOut(msgspec.Struct):
     scope: str
     csrf: str
     live_journal: str
+    # the event fields that are fixed-point numbers (nanos: 10^-9 units; messages/base.py), for showing them
+    fixed_point: list[str] = msgspec.field(default_factory=lambda: sorted(FIXED_POINT_FIELDS))
 
 
 class JournalEntry(msgspec.Struct):

@@ -225,12 +225,21 @@ def raw_request(port: int, head: str, body: bytes = b"") -> tuple[int, bytes]:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(head.encode() + body)
         answer = b""
-        while b"\r\n\r\n" not in answer:
+        while b"\r\n\r\n" not in answer or len(answer.partition(b"\r\n\r\n")[2]) < _length(answer):
             chunk = sock.recv(65536)
             if not chunk:
                 break
             answer += chunk
         return int(answer.split(b" ", 2)[1]), answer
+
+
+def _length(answer: bytes) -> int:
+    """The Content-Length an answer's head declares (0 when it declares none)."""
+    for line in answer.partition(b"\r\n\r\n")[0].split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value)
+    return 0
 
 
 def test_a_login_body_is_limited_before_it_is_read_and_must_be_json_from_this_site(site):
@@ -320,6 +329,12 @@ def test_a_dashboard_hides_controls_from_a_reader_and_shows_untracked_exposure_a
         assert not page.is_visible("#controls") and not page.is_visible("#controls button[data-command=halt]")
         risk = page.inner_text("#risk")
         assert "gross exposure: not tracked" in risk and "gross exposure: 0" not in risk
+        # the tape shows prices and quantities as the decimals they stand for, not as integers of 10^-9
+        page.wait_for_function("() => document.querySelector('#tape').textContent.includes('\"last_price\":\"')",
+                               timeout=60_000)
+        line = next(li for li in page.inner_text("#tape").splitlines() if '"last_price":"' in li)
+        price = json.loads(line.split(" ", 2)[2])["last_price"]
+        assert 0.5 < float(price) < 2 and len(price.split(".")[-1]) <= 9, line
 
 
 def test_a_dashboard_shows_staleness_and_asks_again_after_a_restart_or_a_revocation(site):

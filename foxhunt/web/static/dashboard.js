@@ -268,11 +268,20 @@ function onEvent(e) {
   tape(e);
 }
 
+// a fixed-point number (nanos, an integer of 10^-9 units) as the decimal it stands for: 1100000000 -> "1.1"
+function decimal(nanos) {
+  const digits = String(Math.abs(nanos)).padStart(10, "0");
+  const units = digits.slice(0, -9), fraction = digits.slice(-9).replace(/0+$/, "");
+  return `${nanos < 0 ? "-" : ""}${units}${fraction ? `.${fraction}` : ""}`;
+}
+
 function tape(e) {
   if (e.kind === "QuoteTick" || e.kind === "TradeTick") return;
   const li = document.createElement("li");
   const { ts_event, ts_init, ...rest } = e.event;
-  li.textContent = `${e.seq} ${e.kind} ${JSON.stringify(rest)}`;
+  const fixed = new Set((state.session && state.session.fixed_point) || []);
+  const shown = JSON.stringify(rest, (key, value) => (fixed.has(key) && Number.isInteger(value) ? decimal(value) : value));
+  li.textContent = `${e.seq} ${e.kind} ${shown}`;
   const list = $("tape");
   list.prepend(li);
   while (list.children.length > TAPE_LENGTH) list.lastChild.remove();
