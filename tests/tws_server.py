@@ -15,9 +15,10 @@ last and sizes. `drop()` cuts every connection; `fill_resting()` fills resting o
 connected, so a reconnecting client must find out through reqExecutions and reqOpenOrders, which report
 every execution of the day again (a restarted client hears of the ones it booked before, too);
 `execute_resting()` executes part of them while a client is connected; `misreport_resting()` reports an
-execution that never was; `ghost_execution()` reports one of an order the client never placed; `error_resting()` sends an error about them that does not end them;
-`flood_status()` sends a flood of order statuses; `muted` stops answering requests (a hung gateway);
-`commission_delay` sends each commission report that much after its execution.
+execution that never was; `ghost_execution()` reports one of an order the client never placed;
+`error_resting()` sends an error about them that does not end them; `flood_status()` sends a flood of
+order statuses; `muted` stops answering requests (a hung gateway); `commission_delay` sends each
+commission report that much after its execution.
 """
 
 from __future__ import annotations

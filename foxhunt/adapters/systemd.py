@@ -54,7 +54,8 @@ class Notifier:
         payload = "\n".join(f"{key}={value}" for key, value in fields.items()).encode()
         try:
             if self._sock is None:
-                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK)
+                kind = socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK
+                self._sock = socket.socket(socket.AF_UNIX, kind)
             self._sock.sendto(payload, self.address)
         except BlockingIOError:
             log.warning("sd_notify_dropped", socket=self.address.replace("\0", "@"), fields=sorted(fields),

@@ -170,7 +170,8 @@ async def _connection(
             longest = min(idle, key=idle.__getitem__)
             if idle[longest] == math.inf:  # every connection is in the middle of a request
                 log.warning("admin_refused", uid=peer.uid, user=peer.user, pid=peer.pid, why="too many connections")
-                await _send(stream, Reply(ok=False, error=f"too many admin connections (limit {policy.max_connections})"))
+                await _send(stream, Reply(ok=False, error=f"too many admin connections (limit"
+                                                           f" {policy.max_connections})"))
                 return
             log.info("admin_connection_evicted", why="the connection limit, for a new one", idle_s=round(
                 time.monotonic() - idle.pop(longest), 1))

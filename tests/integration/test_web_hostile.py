@@ -60,7 +60,8 @@ def hostile(site):
 
 
 def planted_halts(s) -> list:
-    return [m for m in journal_messages(s.dsn, s.journal) if type(m).__name__ == "AdminCommand" and m.reason == "planted"]
+    return [m for m in journal_messages(s.dsn, s.journal)
+            if type(m).__name__ == "AdminCommand" and m.reason == "planted"]
 
 
 def log_in(page, s, who: str) -> None:
@@ -155,7 +156,8 @@ def test_a_revoked_token_and_a_logout_close_their_open_streams(site):
         with ws_client.connect(f"ws://127.0.0.1:{s.port}/api/status/stream", origin=s.base,
                                additional_headers={"cookie": f"foxhunt_session={cookie}"}, open_timeout=10) as conn:
             conn.recv(timeout=30)
-            assert browser.post("/api/logout", headers={"origin": s.base, "x-csrf-token": session["csrf"]}).status_code == 200
+            logout = browser.post("/api/logout", headers={"origin": s.base, "x-csrf-token": session["csrf"]})
+            assert logout.status_code == 200
             with pytest.raises(ConnectionClosed) as closed:
                 while True:
                     conn.recv(timeout=10)
@@ -180,7 +182,8 @@ def test_junk_tokens_do_not_lock_out_a_live_token_and_a_read_token_cannot_end_an
     with s.client() as operator:
         operator.post("/api/login", json={"token": s.alice})
         for i in range(8):  # past login_attempts (3) from this address
-            assert httpx.get(f"{s.base}/api/journals", headers={"authorization": f"Bearer fht_junk{i}"}).status_code in (401, 429)
+            junk = httpx.get(f"{s.base}/api/journals", headers={"authorization": f"Bearer fht_junk{i}"})
+            assert junk.status_code in (401, 429)
         with s.client(s.alice) as script:
             assert script.get("/api/journals").status_code == 200
         time.sleep(3.1)  # the junk's window passes, so that bob's logins below are his own

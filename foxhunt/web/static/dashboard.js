@@ -18,7 +18,8 @@ const $ = (id) => document.getElementById(id);
 const TAPE_LENGTH = 60;
 const STALE_MS = 7000;  // the status stream sends at least every 5 s (app.py, status_stream)
 const REVOKED = 4401;  // a stream's close code when its credentials end (app.py)
-const state = { session: null, journal: "", symbol: "", heardAt: 0, ended: false, chart: null, series: null, markers: null, bars: new Map(),
+const state = { session: null, journal: "", symbol: "", heardAt: 0, ended: false, chart: null, series: null,
+                markers: null, bars: new Map(),
                 runs: [], touched: [], lastPrice: 0, fillMarks: [], orderMarks: [], openOrders: [], priceLines: [],
                 nextSeq: 1, dirty: false, quotes: 0, risk: null, pnl: null };
 window.foxhunt = state;  // for the browser test and a curious operator's console
@@ -88,7 +89,11 @@ async function reconnect(follow, event) {
   try {
     await api("/api/session");
   } catch (e) {
-    if (e.status === 401) { sessionEnded("signed out: the gateway does not know this session any more (it restarted, or the session expired); log in again"); return; }
+    if (e.status === 401) {
+      sessionEnded("signed out: the gateway does not know this session any more (it restarted, or the session"
+                   + " expired); log in again");
+      return;
+    }
   }
   setTimeout(follow, 1000);
 }
@@ -131,7 +136,8 @@ async function showDashboard() {
   const asked = new URLSearchParams(location.hash.slice(1)).get("journal");
   state.journal = asked || s.live_journal;
   $("who").textContent = `${s.name} (${s.scope})`;
-  $("journal").textContent = state.journal ? (state.journal === s.live_journal ? state.journal : `${state.journal} (not the live journal)`)
+  const other = state.journal !== s.live_journal ? " (not the live journal)" : "";
+  $("journal").textContent = state.journal ? `${state.journal}${other}`
     : "no live journal (web.journal): pick one below";
   $("controls").hidden = s.scope !== "operate";
   makeChart();
@@ -280,7 +286,8 @@ function tape(e) {
   const li = document.createElement("li");
   const { ts_event, ts_init, ...rest } = e.event;
   const fixed = new Set((state.session && state.session.fixed_point) || []);
-  const shown = JSON.stringify(rest, (key, value) => (fixed.has(key) && Number.isInteger(value) ? decimal(value) : value));
+  const shown = JSON.stringify(rest, (key, value) => (fixed.has(key) && Number.isInteger(value) ? decimal(value)
+                                                                                                 : value));
   li.textContent = `${e.seq} ${e.kind} ${shown}`;
   const list = $("tape");
   list.prepend(li);
