@@ -238,8 +238,8 @@ def render(value: Any, indent: int = 0) -> str:
 
 
 def _table(rows: list[dict[str, Any]], pad: str) -> str:
-    columns = [printable(str(c)) for c in dict.fromkeys(k for row in rows for k in row)]
     keys = list(dict.fromkeys(k for row in rows for k in row))
+    columns = [printable(str(k)) for k in keys]
     cells = [[_cell(row.get(k, "")) for k in keys] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
     lines = [pad + "  ".join(c.ljust(w) for c, w in zip(columns, widths))]

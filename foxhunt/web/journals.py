@@ -148,9 +148,10 @@ class Follower:
             grown = self.grown
             kept = self.since(seq)
             if kept is None:
+                limit = min(self.first_kept - seq, CATCH_UP_ROWS)
                 async with self.readers:
-                    chunk = [page async for page in _pages(store, self.name, seq, min(self.first_kept - seq,
-                                                                                     CATCH_UP_ROWS), decode_derived)]
+                    async with aclosing(store.read(self.name, seq, limit, decode_derived=decode_derived)) as pages:
+                        chunk = [page async for page in pages]
                 for page in chunk:
                     seq = page[-1].seq + 1
                     yield [(r, type(r.message).__name__, None) for r in page]
@@ -160,13 +161,6 @@ class Follower:
                 yield kept
             else:
                 await grown.wait()
-
-
-async def _pages(store: JournalStore, name: str, seq: int, limit: int, decode_derived: bool
-                 ) -> AsyncIterator[Sequence[Record]]:
-    async with aclosing(store.read(name, seq, limit, decode_derived=decode_derived)) as pages:
-        async for page in pages:
-            yield page
 
 
 class JournalView:
